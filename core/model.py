@@ -1,0 +1,554 @@
+"""Strand models: topology, rest shape and per-link physical parameters, laid out for batching.
+
+A *model* is built once per bake by :func:`build_model`, which validates the strands and then
+freezes the result. All strands of a bake form one forest of links joined by spherical joints.
+
+Link layout (level-major)
+-------------------------
+Every per-link array of the model, its data workspace, the state and the control is
+component-major (components first, links last; see :mod:`.spatial`) and indexed by *level-major*
+link index: all links at depth 0 (those attached to a base) come first, then all
+links at depth 1, and so on, so that ``level_bounds[d]`` is a contiguous slice and every parent of a
+link at depth ``d`` lies in depth ``d - 1``. A branch strand's first link sits one level below the
+link it is attached to. Recursions therefore run one vectorised operation per depth level over all
+strands at once. ``link_order`` maps *strand order* (the user's order: strand 0 root to tip, then
+strand 1, ...) to level-major indices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import spatial
+from .backend import Backend, get_backend
+from .errors import InvalidInputError, InvalidStrandError
+
+# Segments shorter than this (metres) are degenerate: their direction is numerically meaningless.
+MIN_SEGMENT_LENGTH = 1e-8
+
+
+@dataclass(frozen=True)
+class StrandSpec:
+    """One strand as drawn by the artist.
+
+    Attributes
+    ----------
+    points : array_like, shape (P, 3)
+        Rest points in world coordinates (m), ``P >= 2``; ``points[0]`` is the root.
+    base : int
+        Index of the rigid base that drives the strand's root (root strands only).
+    parent : (int, int) or None
+        ``(strand_index, link_index)``: the strand is a branch attached to that link of another
+        strand, at the place where its root point lies in the rest pose.
+    name : str
+        Shown in error messages.
+    """
+
+    points: Any
+    base: int = 0
+    parent: tuple[int, int] | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class StrandParameters:
+    """Physical parameters; each is a scalar or a per-link array in strand order.
+
+    Bend and twist are given per unit length (rigidity), so a strand resampled into more
+    segments keeps its behaviour; each joint gets ``rigidity / joint_length`` where the joint
+    length is the length of rod the joint stands for (see ``docs/physics.md``).
+
+    Attributes
+    ----------
+    mass_per_length : kg/m
+    radius : m, of the (round) cross-section; sets the axial and bending inertia.
+    bend_stiffness : N·m², bending rigidity EI; scalar, (n_links,) or (n_links, 2) for the
+        cross-section's local x and z axes (elliptic fibres, flat leaves).
+    twist_stiffness : N·m², torsional rigidity GJ.
+    bend_damping, twist_damping : N·m²·s, internal damping per unit length.
+    drag : N·s/m², air drag force per unit length per unit speed relative to the air.
+    """
+
+    mass_per_length: Any = 0.01
+    radius: Any = 0.001
+    bend_stiffness: Any = 1e-4
+    twist_stiffness: Any = 1e-4
+    bend_damping: Any = 1e-6
+    twist_damping: Any = 1e-6
+    drag: Any = 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """A frozen strand forest on one backend. Build with :func:`build_model`.
+
+    Per-link device arrays are level-major (see module docstring); ``N = n_links``,
+    ``T = n_bases``.
+
+    Attributes
+    ----------
+    backend : Backend
+    n_strands, n_links, n_points, n_bases, n_levels : int
+    level_bounds : list of (int, int)
+        Host ``(start, stop)`` of each depth level.
+    level_parent : list of device int arrays
+        Per level, the level-major index of each link's parent link (level 0: unused, empty).
+    level_base : device int array (n_level0,)
+        Base index of each depth-0 link.
+    child_rounds : list of list of (device int array, device int array)
+        Per level ``d >= 1``, ``(children, parents)`` groups in which no parent repeats, for
+        accumulating children into parents with plain fancy indexing; ``children`` are indices
+        within the level's slice, ``parents`` level-major indices.
+    link_base : device int (N,)
+        The base (tree) each link belongs to; its spatial quantities refer to that base's origin.
+    link_parent_frame : device int (N,)
+        The frame a link's joint offset is expressed in: its parent link's level-major index, or
+        ``N + base`` for depth-0 links (bases are appended after the links).
+    joint_offset : device float (3, N), m
+        Position of the link's joint in its parent's link frame (the base frame for depth 0).
+    rest_rotation : device float (4, N)
+        Joint rotation (child frame relative to parent frame) in the rest shape, ``(w, x, y, z)``.
+    length : device float (N,), m
+    mass : device float (N,), kg
+    inertia : device float (3, N), kg·m²
+        Principal inertia about the centre of mass in the link frame: ``(I_xx, I_yy, I_zz)``,
+        ``y`` being the (small) axial one.
+    joint_length : device float (N,), m
+        Length of rod each joint stands for (Voronoi length; half a segment at a root).
+    parameters : dict of device arrays
+        Defaults of the animatable parameters, level-major: ``bend_stiffness`` (2, N),
+        ``twist_stiffness``, ``bend_damping``, ``twist_damping``, ``drag`` (N,).
+    link_order : host int (N,)
+        Level-major index of each link in strand order.
+    link_offsets, point_offsets : host int (n_strands + 1,)
+        Strand ``s`` owns strand-order links ``link_offsets[s]:link_offsets[s+1]`` and points
+        ``point_offsets[s]:point_offsets[s+1]`` (its root, then the tip of each link).
+    point_link : host int (n_points,)
+        Level-major link whose frame carries each point; ``point_is_tip`` says if the point is
+        that link's tip (else its joint).
+    strand_parent, strand_parent_link, strand_base : host int (n_strands,)
+        -1 where not applicable.
+    strand_names : tuple of str
+    base_rest_poses : host float64 (T, 4, 4)
+    rest_points : host float64 (n_points, 3), m, world
+    """
+
+    backend: Backend
+    n_strands: int
+    n_links: int
+    n_points: int
+    n_bases: int
+    n_levels: int
+    level_bounds: list
+    level_parent: list
+    level_base: Any
+    child_rounds: list
+    link_base: Any
+    link_parent_frame: Any
+    joint_offset: Any
+    rest_rotation: Any
+    length: Any
+    mass: Any
+    inertia: Any
+    radius: Any
+    joint_length: Any
+    parameters: dict = field(repr=False)
+    link_order: np.ndarray = field(repr=False)
+    link_offsets: np.ndarray = field(repr=False)
+    point_offsets: np.ndarray = field(repr=False)
+    point_link: np.ndarray = field(repr=False)
+    point_is_tip: np.ndarray = field(repr=False)
+    strand_parent: np.ndarray = field(repr=False)
+    strand_parent_link: np.ndarray = field(repr=False)
+    strand_base: np.ndarray = field(repr=False)
+    strand_names: tuple = field(repr=False)
+    base_rest_poses: np.ndarray = field(repr=False)
+    rest_points: np.ndarray = field(repr=False)
+
+    @property
+    def xp(self) -> Any:
+        """The array namespace of this model's backend."""
+        return self.backend.xp
+
+    def from_strand_order(self, values: Any, name: str = "values") -> Any:
+        """Host per-link values ``(n_links, ...)`` in strand order -> component-major device array
+        ``(..., n_links)`` in level-major order."""
+        host = np.asarray(values, dtype=np.float64)
+        if host.shape[:1] != (self.n_links,):
+            raise InvalidInputError(
+                f"{name}: expected {self.n_links} per-link values in strand order, got shape "
+                f"{host.shape}"
+            )
+        level_major = np.empty_like(host)
+        level_major[self.link_order] = host
+        return self.backend.from_host(np.moveaxis(level_major, 0, -1))
+
+    def to_strand_order(self, values: Any) -> np.ndarray:
+        """Component-major level-major device array -> host ``(n_links, ...)`` in strand order."""
+        return np.moveaxis(self.backend.to_host(values), -1, 0)[self.link_order]
+
+    def link_strand_and_index(self, level_major_index: int) -> tuple[int, int]:
+        """``(strand, link within strand)`` of a level-major link index, for messages."""
+        strand_order = int(np.nonzero(self.link_order == level_major_index)[0][0])
+        strand = int(np.searchsorted(self.link_offsets, strand_order, side="right") - 1)
+        return strand, strand_order - int(self.link_offsets[strand])
+
+    def describe_strand(self, strand: int) -> str:
+        """A strand's index and name, for messages."""
+        name = self.strand_names[strand]
+        return f"strand {strand}" + (f" ({name!r})" if name else "")
+
+
+def _describe(index: int, spec: StrandSpec) -> str:
+    return f"strand {index}" + (f" ({spec.name!r})" if spec.name else "")
+
+
+def _validated_points(index: int, spec: StrandSpec) -> np.ndarray:
+    try:
+        points = np.asarray(spec.points, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise InvalidStrandError(
+            f"{_describe(index, spec)}: points are not numbers ({error})"
+        ) from error
+    if points.ndim != 2 or points.shape[1] != 3:
+        raise InvalidStrandError(
+            f"{_describe(index, spec)}: points must have shape (P, 3), got {points.shape}"
+        )
+    if points.shape[0] < 2:
+        raise InvalidStrandError(
+            f"{_describe(index, spec)}: needs at least 2 points, got {points.shape[0]}"
+        )
+    bad = ~np.isfinite(points).all(axis=1)
+    if bad.any():
+        raise InvalidStrandError(
+            f"{_describe(index, spec)}: point {int(np.argmax(bad))} is not finite "
+            f"({points[int(np.argmax(bad))].tolist()})"
+        )
+    lengths = np.linalg.norm(np.diff(points, axis=0), axis=1)
+    short = lengths < MIN_SEGMENT_LENGTH
+    if short.any():
+        segment = int(np.argmax(short))
+        raise InvalidStrandError(
+            f"{_describe(index, spec)}: segment {segment} (points {segment} to {segment + 1}) "
+            f"has zero length ({lengths[segment]:.3g} m)"
+        )
+    return points
+
+
+def _strand_depths(specs: Sequence[StrandSpec], link_counts: list[int], n_bases: int) -> list[int]:
+    """Depth of each strand's first link; rejects bad parents and cycles."""
+    n = len(specs)
+    for index, spec in enumerate(specs):
+        if spec.parent is None:
+            if not 0 <= int(spec.base) < n_bases:
+                raise InvalidStrandError(
+                    f"{_describe(index, spec)}: base {spec.base} does not exist "
+                    f"({n_bases} base(s) given)"
+                )
+            continue
+        try:
+            parent, link = (int(value) for value in spec.parent)
+        except (TypeError, ValueError) as error:
+            raise InvalidStrandError(
+                f"{_describe(index, spec)}: parent must be (strand_index, link_index), "
+                f"got {spec.parent!r}"
+            ) from error
+        if not 0 <= parent < n or parent == index:
+            raise InvalidStrandError(
+                f"{_describe(index, spec)}: parent strand {parent} does not exist "
+                f"(valid: 0..{n - 1}, not itself)"
+            )
+        if not 0 <= link < link_counts[parent]:
+            raise InvalidStrandError(
+                f"{_describe(index, spec)}: parent {_describe(parent, specs[parent])} has no "
+                f"link {link} (it has {link_counts[parent]})"
+            )
+    depths: list[int | None] = [None] * n
+    for start in range(n):
+        path: list[int] = []
+        index = start
+        while depths[index] is None and specs[index].parent is not None:
+            if index in path:
+                cycle = " -> ".join(_describe(i, specs[i]) for i in path[path.index(index) :])
+                raise InvalidStrandError(f"branches form a cycle: {cycle} -> back")
+            path.append(index)
+            index = int(specs[index].parent[0])
+        if depths[index] is None:
+            depths[index] = 0
+        for child in reversed(path):
+            parent, link = (int(value) for value in specs[child].parent)
+            depths[child] = depths[parent] + link + 1
+    return [int(depth) for depth in depths]
+
+
+def _per_link(name: str, value: Any, n_links: int, columns: int | None = None) -> np.ndarray:
+    """Broadcast a parameter to strand-order per-link values, checking it is finite."""
+    array = np.asarray(value, dtype=np.float64)
+    shape = (n_links,) if columns is None else (n_links, columns)
+    if columns is not None and array.ndim == 1 and array.shape[0] == n_links:
+        array = array[:, None]
+    try:
+        array = np.broadcast_to(array, shape).copy()
+    except ValueError as error:
+        raise InvalidInputError(
+            f"parameter {name!r}: expected a scalar or {shape} per-link values in strand order, "
+            f"got shape {np.shape(value)}"
+        ) from error
+    if not np.isfinite(array).all():
+        raise InvalidInputError(f"parameter {name!r} has non-finite values")
+    return array
+
+
+def _rest_frames(
+    specs: Sequence[StrandSpec], points: list[np.ndarray], base_rest_poses: np.ndarray
+) -> list[np.ndarray]:
+    """World rest rotation (n, 3, 3) of every link of every strand.
+
+    Each link's frame is its predecessor's (the base frame, or the parent link's for a branch)
+    parallel-transported onto the link's segment, so twist-free rest frames follow the curve.
+    Strands are handled in waves (roots, then branches whose parents are done), vectorised
+    over the strands of a wave and looping over link positions.
+    """
+    frames: list[np.ndarray | None] = [None] * len(specs)
+    tangents = [
+        np.diff(p, axis=0) / np.linalg.norm(np.diff(p, axis=0), axis=1, keepdims=True)
+        for p in points
+    ]
+    pending = list(range(len(specs)))
+    while pending:
+        wave = [
+            s
+            for s in pending
+            if specs[s].parent is None or frames[int(specs[s].parent[0])] is not None
+        ]
+        pending = [s for s in pending if s not in set(wave)]
+        current = np.stack(
+            [
+                base_rest_poses[int(specs[s].base), :3, :3]
+                if specs[s].parent is None
+                else frames[int(specs[s].parent[0])][int(specs[s].parent[1])]
+                for s in wave
+            ]
+        )
+        counts = np.array([len(tangents[s]) for s in wave])
+        padded = np.zeros((len(wave), counts.max(), 3))
+        for row, s in enumerate(wave):
+            padded[row, : counts[row]] = tangents[s]
+        result = np.empty((len(wave), counts.max(), 3, 3))
+        for k in range(counts.max()):
+            rows = counts > k
+            previous = current[rows]
+            transport = spatial.minimal_rotation(np, previous[:, :, 1].T, padded[rows, k].T)
+            current[rows] = np.einsum("ijn,njk->nik", transport, previous)
+            result[rows, k] = current[rows]
+        for row, s in enumerate(wave):
+            frames[s] = result[row, : counts[row]]
+    return frames
+
+
+def build_model(
+    strands: Sequence[StrandSpec],
+    parameters: StrandParameters | None = None,
+    base_rest_poses: Any = None,
+    backend: str | Backend = "numpy",
+    dtype: str = "float64",
+) -> Model:
+    """Validate strands and parameters and build a frozen, level-major :class:`Model`.
+
+    Raises
+    ------
+    InvalidStrandError
+        Naming the strand: fewer than 2 points, a zero-length segment, a non-finite point, a
+        branch attached to a missing strand or link, a base that does not exist, a cycle.
+    InvalidInputError
+        For parameters of the wrong shape or with non-finite values.
+    """
+    backend = get_backend(backend, dtype)
+    specs = list(strands)
+    if not specs:
+        raise InvalidInputError("build_model needs at least one strand")
+    parameters = parameters or StrandParameters()
+
+    if base_rest_poses is None:
+        n_bases = 1 + max((int(s.base) for s in specs if s.parent is None), default=0)
+        base_rest_poses = np.broadcast_to(np.eye(4), (n_bases, 4, 4)).copy()
+    base_rest_poses = np.asarray(base_rest_poses, dtype=np.float64)
+    if base_rest_poses.ndim != 3 or base_rest_poses.shape[1:] != (4, 4):
+        raise InvalidInputError(
+            f"base_rest_poses must have shape (n_bases, 4, 4), got {base_rest_poses.shape}"
+        )
+    rotation_part = base_rest_poses[:, :3, :3]
+    if not np.isfinite(base_rest_poses).all() or not np.allclose(
+        rotation_part @ rotation_part.transpose(0, 2, 1), np.eye(3), atol=1e-6
+    ):
+        raise InvalidInputError("base_rest_poses must be finite rigid transforms (no scale/shear)")
+    n_bases = base_rest_poses.shape[0]
+
+    points = [_validated_points(index, spec) for index, spec in enumerate(specs)]
+    link_counts = [len(p) - 1 for p in points]
+    first_depth = _strand_depths(specs, link_counts, n_bases)
+
+    # Strands sorted so that parents come before their branches (depth of first link).
+    build_order = sorted(range(len(specs)), key=lambda s: first_depth[s])
+    frames = _rest_frames(specs, points, base_rest_poses)
+
+    link_offsets = np.concatenate(([0], np.cumsum(link_counts))).astype(np.int64)
+    n_links = int(link_offsets[-1])
+    depth = np.concatenate([first_depth[s] + np.arange(link_counts[s]) for s in range(len(specs))])
+    # Level-major order, stable within a level (strand order), so layouts are deterministic.
+    level_major_to_strand = np.argsort(depth, kind="stable")
+    link_order = np.empty(n_links, dtype=np.int64)
+    link_order[level_major_to_strand] = np.arange(n_links)
+
+    strand_of = np.repeat(np.arange(len(specs)), link_counts)
+    parent_link = np.full(n_links, -1, dtype=np.int64)  # strand order
+    tree_base = np.empty(len(specs), dtype=np.int64)
+    joint_offset = np.empty((n_links, 3))
+    rest_rotation = np.empty((n_links, 3, 3))
+    lengths = np.concatenate([np.linalg.norm(np.diff(p, axis=0), axis=1) for p in points])
+    for s in build_order:
+        spec, start = specs[s], link_offsets[s]
+        world = frames[s]
+        if spec.parent is None:
+            tree_base[s] = int(spec.base)
+            parent_rotation = base_rest_poses[tree_base[s], :3, :3]
+            parent_origin = base_rest_poses[tree_base[s], :3, 3]
+        else:
+            parent, link = (int(value) for value in spec.parent)
+            tree_base[s] = tree_base[parent]
+            parent_link[start] = link_offsets[parent] + link
+            parent_rotation = frames[parent][link]
+            parent_origin = points[parent][link]
+        joint_offset[start] = parent_rotation.T @ (points[s][0] - parent_origin)
+        rest_rotation[start] = parent_rotation.T @ world[0]
+        for k in range(1, link_counts[s]):
+            parent_link[start + k] = start + k - 1
+            joint_offset[start + k] = (0.0, lengths[start + k - 1], 0.0)
+            rest_rotation[start + k] = world[k - 1].T @ world[k]
+
+    # A joint stands for the rod between the midpoints of its neighbouring segments; at a root
+    # (clamped to a base or a parent link) that is half of the first segment.
+    joint_length = lengths.copy()
+    for s in range(len(specs)):
+        start, stop = link_offsets[s], link_offsets[s + 1]
+        joint_length[start] = 0.5 * lengths[start]
+        joint_length[start + 1 : stop] = 0.5 * (
+            lengths[start : stop - 1] + lengths[start + 1 : stop]
+        )
+
+    mass_per_length = _per_link("mass_per_length", parameters.mass_per_length, n_links)
+    radius = _per_link("radius", parameters.radius, n_links)
+    for name, values in (("mass_per_length", mass_per_length), ("radius", radius)):
+        if (values <= 0).any():
+            link = int(np.argmax(values <= 0))
+            strand = int(strand_of[link])
+            raise InvalidStrandError(
+                f"{_describe(strand, specs[strand])}: {name} must be positive, link "
+                f"{link - link_offsets[strand]} has {values[link]}"
+            )
+    mass = mass_per_length * lengths
+    perpendicular = mass * (lengths**2 / 12.0 + radius**2 / 4.0)
+    inertia = np.stack((perpendicular, 0.5 * mass * radius**2, perpendicular), axis=1)
+
+    strand_parameters = {
+        "bend_stiffness": _per_link("bend_stiffness", parameters.bend_stiffness, n_links, 2),
+        "twist_stiffness": _per_link("twist_stiffness", parameters.twist_stiffness, n_links),
+        "bend_damping": _per_link("bend_damping", parameters.bend_damping, n_links),
+        "twist_damping": _per_link("twist_damping", parameters.twist_damping, n_links),
+        "drag": _per_link("drag", parameters.drag, n_links),
+    }
+    for name, values in strand_parameters.items():
+        if (values < 0).any():
+            raise InvalidInputError(f"parameter {name!r} must not be negative")
+
+    def level_major(values: np.ndarray) -> np.ndarray:
+        return values[level_major_to_strand]
+
+    parent_level_major = np.where(
+        parent_link[level_major_to_strand] >= 0, link_order[parent_link[level_major_to_strand]], -1
+    )
+    depth_sorted = depth[level_major_to_strand]
+    n_levels = int(depth_sorted.max()) + 1
+    bounds = np.searchsorted(depth_sorted, np.arange(n_levels + 1))
+    level_bounds = [(int(bounds[d]), int(bounds[d + 1])) for d in range(n_levels)]
+
+    link_base_host = tree_base[strand_of][level_major_to_strand]
+    level_parent = []
+    child_rounds = []
+    for d, (start, stop) in enumerate(level_bounds):
+        parents = parent_level_major[start:stop]
+        level_parent.append(backend.from_host(parents if d else np.zeros(0, np.int64)))
+        rounds = []
+        if d:
+            children = np.arange(start, stop)
+            # The k-th round holds every parent's k-th child, so parents never repeat in a round.
+            rank = np.zeros(len(parents), dtype=np.int64)
+            order = np.argsort(parents, kind="stable")
+            sorted_parents = parents[order]
+            run_start = np.searchsorted(sorted_parents, sorted_parents, side="left")
+            rank[order] = np.arange(len(parents)) - run_start
+            for k in range(int(rank.max()) + 1):
+                chosen = rank == k
+                rounds.append(
+                    (
+                        backend.from_host(children[chosen] - start),
+                        backend.from_host(parents[chosen]),
+                    )
+                )
+        child_rounds.append(rounds)
+
+    # Points: each strand's root (the joint of its first link), then the tip of each link.
+    point_counts = np.asarray(link_counts) + 1
+    point_offsets = np.concatenate(([0], np.cumsum(point_counts))).astype(np.int64)
+    point_link = np.concatenate(
+        [
+            link_order[link_offsets[s] + np.r_[0, np.arange(link_counts[s])]]
+            for s in range(len(specs))
+        ]
+    )
+    point_is_tip = np.concatenate(
+        [np.r_[False, np.ones(link_counts[s], bool)] for s in range(len(specs))]
+    )
+
+    device = backend.from_host
+    return Model(
+        backend=backend,
+        n_strands=len(specs),
+        n_links=n_links,
+        n_points=int(point_offsets[-1]),
+        n_bases=n_bases,
+        n_levels=n_levels,
+        level_bounds=level_bounds,
+        level_parent=level_parent,
+        level_base=device(link_base_host[: level_bounds[0][1]]),
+        child_rounds=child_rounds,
+        link_base=device(link_base_host),
+        link_parent_frame=device(
+            np.where(parent_level_major >= 0, parent_level_major, n_links + link_base_host)
+        ),
+        joint_offset=device(level_major(joint_offset).T),
+        rest_rotation=device(
+            spatial.matrix_to_quat(np, level_major(rest_rotation).transpose(1, 2, 0))
+        ),
+        length=device(level_major(lengths)),
+        mass=device(level_major(mass)),
+        inertia=device(level_major(inertia).T),
+        radius=device(level_major(radius)),
+        joint_length=device(level_major(joint_length)),
+        parameters={name: device(level_major(v).T) for name, v in strand_parameters.items()},
+        link_order=link_order,
+        link_offsets=link_offsets,
+        point_offsets=point_offsets,
+        point_link=point_link,
+        point_is_tip=point_is_tip,
+        strand_parent=np.array([-1 if s.parent is None else int(s.parent[0]) for s in specs]),
+        strand_parent_link=np.array([-1 if s.parent is None else int(s.parent[1]) for s in specs]),
+        strand_base=tree_base.copy(),
+        strand_names=tuple(s.name for s in specs),
+        base_rest_poses=base_rest_poses.copy(),
+        rest_points=np.concatenate(points),
+    )

@@ -1,0 +1,166 @@
+"""What the integrator advances (:class:`State`) and what drives each substep (:class:`Control`).
+
+Both are plain containers of arrays on the model's backend, level-major per link
+(see :mod:`.model`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .base_motion import BaseMotion
+from .errors import InvalidInputError
+from .model import Model
+
+
+@dataclass
+class State:
+    """Joint configuration and velocity at one instant.
+
+    Attributes
+    ----------
+    q : (4, N) float
+        Joint rotation of each link relative to its parent's frame (the base frame for depth-0
+        links), unit quaternion ``(w, x, y, z)``.
+    w : (3, N) float, rad/s
+        Joint angular velocity of each link relative to its parent, in the link's own frame:
+        ``dq/dt = q ⊗ (0, w) / 2``.
+    base_rotation : (3, 3, T) float
+        World rotation of each base at ``time``.
+    base_position : (3, T) float, m
+        World position of each base origin at ``time``.
+    time : float, s (host)
+    """
+
+    q: Any
+    w: Any
+    base_rotation: Any
+    base_position: Any
+    time: float = 0.0
+
+    @classmethod
+    def at_rest(cls, model: Model, base_poses: Any = None, time: float = 0.0) -> State:
+        """The rest shape, motionless, with bases at ``base_poses`` (T, 4, 4) (default: rest)."""
+        poses = model.base_rest_poses if base_poses is None else _checked_poses(model, base_poses)
+        xp = model.xp
+        return cls(
+            q=model.rest_rotation.copy(),
+            w=xp.zeros((3, model.n_links), dtype=model.backend.float),
+            base_rotation=model.backend.from_host(poses[:, :3, :3].transpose(1, 2, 0)),
+            base_position=model.backend.from_host(poses[:, :3, 3].T),
+            time=float(time),
+        )
+
+    def copy(self) -> State:
+        """A deep copy (new device arrays)."""
+        return State(
+            self.q.copy(),
+            self.w.copy(),
+            self.base_rotation.copy(),
+            self.base_position.copy(),
+            self.time,
+        )
+
+
+@dataclass
+class Control:
+    """What drives one substep: base motion at its end, forces and animated parameters.
+
+    Attributes (component-major, level-major; see :mod:`.model`)
+    ----------
+    base_rotation : (3, 3, T) float
+    base_position : (3, T) float, m
+    base_angular_velocity : (3, T) float, rad/s, world
+    base_linear_velocity : (3, T) float, m/s, world, of the base origin
+    base_angular_acceleration : (3, T) float, rad/s², world
+    base_linear_acceleration : (3, T) float, m/s², world, of the base origin
+    gravity : (3, 1) float, m/s², world
+    wind_velocity : (3, N) float, m/s, world: the air's velocity at each link (drag is relative
+        to it)
+    external_force : (3, N) float, N, world: extra force on each link's centre of mass
+        (force fields)
+    bend_stiffness : (2, N) float, N·m², bending rigidity about the link's x and z axes
+    twist_stiffness, bend_damping, twist_damping, drag : (N,) float (see ``StrandParameters``)
+    """
+
+    base_rotation: Any
+    base_position: Any
+    base_angular_velocity: Any
+    base_linear_velocity: Any
+    base_angular_acceleration: Any
+    base_linear_acceleration: Any
+    gravity: Any
+    wind_velocity: Any
+    external_force: Any
+    bend_stiffness: Any
+    twist_stiffness: Any
+    bend_damping: Any
+    twist_damping: Any
+    drag: Any
+
+    PARAMETERS = ("bend_stiffness", "twist_stiffness", "bend_damping", "twist_damping", "drag")
+
+    @classmethod
+    def from_model(cls, model: Model, gravity: Any = (0.0, 0.0, -9.81)) -> Control:
+        """Model defaults, bases still at their rest poses, no wind."""
+        xp, backend = model.xp, model.backend
+        zeros_links = xp.zeros((3, model.n_links), dtype=backend.float)
+        still = BaseMotion.still(model.base_rest_poses)
+        control = cls(
+            **{name: None for name in _BASE_FIELDS},
+            gravity=backend.from_host(_checked_vector("gravity", gravity)[:, None]),
+            wind_velocity=zeros_links,
+            external_force=zeros_links.copy(),
+            **{name: model.parameters[name].copy() for name in cls.PARAMETERS},
+        )
+        control.set_base_motion(model, still)
+        return control
+
+    def set_base_motion(self, model: Model, motion: BaseMotion) -> None:
+        """Copy host base motion (one explicit host-to-device transfer per field)."""
+        if motion.rotation.shape[0] != model.n_bases:
+            raise InvalidInputError(
+                f"base motion has {motion.rotation.shape[0]} base(s), the model has {model.n_bases}"
+            )
+        for name, source in zip(_BASE_FIELDS, _motion_fields(motion), strict=False):
+            setattr(self, name, model.backend.from_host(np.moveaxis(source, 0, -1)))
+
+
+_BASE_FIELDS = (
+    "base_rotation",
+    "base_position",
+    "base_angular_velocity",
+    "base_linear_velocity",
+    "base_angular_acceleration",
+    "base_linear_acceleration",
+)
+
+
+def _motion_fields(motion: BaseMotion) -> tuple:
+    return (
+        motion.rotation,
+        motion.position,
+        motion.angular_velocity,
+        motion.linear_velocity,
+        motion.angular_acceleration,
+        motion.linear_acceleration,
+    )
+
+
+def _checked_vector(name: str, value: Any) -> np.ndarray:
+    vector = np.asarray(value, dtype=np.float64)
+    if vector.shape != (3,) or not np.isfinite(vector).all():
+        raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}")
+    return vector
+
+
+def _checked_poses(model: Model, poses: Any) -> np.ndarray:
+    poses = np.asarray(poses, dtype=np.float64)
+    if poses.shape != (model.n_bases, 4, 4) or not np.isfinite(poses).all():
+        raise InvalidInputError(
+            f"base poses must be finite with shape ({model.n_bases}, 4, 4), got {poses.shape}"
+        )
+    return poses

@@ -1,0 +1,230 @@
+"""Recursive dynamics against Pinocchio (an independent multi-body library) and closed forms."""
+
+import numpy as np
+import pytest
+
+from oriented_strands.core import StrandParameters, StrandSpec, build_model, spatial
+from oriented_strands.core.dynamics import (
+    Data,
+    factorize,
+    inverse_dynamics,
+    joint_torques,
+    solve,
+    spring_tangent_stiffness,
+)
+from oriented_strands.core.state import Control
+from strands import polyline, random_tree, random_walk
+
+pin = pytest.importorskip("pinocchio")
+import pinocchio_reference as reference  # noqa: E402  (needs pinocchio, skipped above)
+
+RELATIVE = 1e-9
+
+
+def _random_model(backend, seed: int, branched: bool):
+    rng = np.random.default_rng(seed)
+    specs = random_tree(rng) if branched else [StrandSpec(random_walk(rng, 7, np.zeros(3)))]
+    n_links = sum(len(s.points) - 1 for s in specs)
+    pose = np.eye(4)
+    pose[:3, :3] = pin.rpy.rpyToMatrix(*rng.uniform(-1, 1, 3))
+    pose[:3, 3] = rng.normal(size=3)
+    parameters = StrandParameters(mass_per_length=rng.uniform(0.5, 2.0, n_links), radius=0.01)
+    return build_model(specs, parameters, base_rest_poses=pose[None], backend=backend), pose, rng
+
+
+def _control(model, pose, motion=None, gravity=(0.0, 0.0, -9.81)):
+    control = Control.from_model(model, gravity)
+    device = model.backend.from_host
+    control.base_rotation = device(pose[:3, :3, None])
+    control.base_position = device(pose[:3, 3, None])
+    if motion is not None:
+        control.base_angular_velocity, control.base_linear_velocity = (
+            device(motion[0][:, None]),
+            device(motion[1][:, None]),
+        )
+        control.base_angular_acceleration, control.base_linear_acceleration = (
+            device(motion[2][:, None]),
+            device(motion[3][:, None]),
+        )
+    return control
+
+
+def _random_rotations(rng, n):
+    q = rng.normal(size=(n, 4))
+    return q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("branched", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_inverse_dynamics_matches_pinocchio_rnea(backend, seed, branched):
+    model, pose, rng = _random_model(backend, seed, branched)
+    n = model.n_links
+    q, w, wdot = _random_rotations(rng, n), rng.normal(size=(n, 3)), rng.normal(size=(n, 3))
+    omega, velocity, alpha, acceleration = rng.normal(size=(4, 3))
+    control = _control(model, pose, (omega, velocity, alpha, acceleration))
+    device = backend.from_host
+    tau = backend.to_host(
+        inverse_dynamics(
+            model, Data.for_model(model), device(q.T), device(w.T), device(wdot.T), control
+        )
+    ).T
+
+    pin_model, order = reference.build(model, free_flyer=True)
+    pin_model.gravity.linear[:] = (0.0, 0.0, -9.81)
+    rotation = pose[:3, :3]
+    # Pinocchio's free-flyer velocity and acceleration are in the base frame, [linear; angular].
+    local_velocity, local_omega = rotation.T @ velocity, rotation.T @ omega
+    v = np.concatenate((local_velocity, local_omega, reference.joint_vector(order, w)))
+    a = np.concatenate(
+        (
+            rotation.T @ acceleration - np.cross(local_omega, local_velocity),
+            rotation.T @ alpha,
+            reference.joint_vector(order, wdot),
+        )
+    )
+    expected = reference.engine_vector(
+        order,
+        pin.rnea(pin_model, pin_model.createData(), reference.configuration(order, q, pose), v, a)[
+            6:
+        ],
+        3,
+    )
+    assert np.abs(tau - expected).max() <= RELATIVE * np.abs(expected).max()
+
+
+def _pinocchio_mass_matrix(model, q):
+    pin_model, order = reference.build(model, free_flyer=False)
+    mass = pin.crba(pin_model, pin_model.createData(), reference.configuration(order, q))
+    mass = np.triu(mass) + np.triu(mass, 1).T
+    permutation = reference.joint_permutation(order)
+    engine = np.empty_like(mass)
+    engine[np.ix_(permutation, permutation)] = mass
+    return engine
+
+
+@pytest.mark.parametrize("branched", [False, True])
+def test_mass_matrix_from_inverse_dynamics_matches_pinocchio_crba(backend, branched):
+    model, _, rng = _random_model(backend, 3, branched)
+    n = model.n_links
+    q = _random_rotations(rng, n)
+    control = _control(model, np.eye(4), gravity=(0.0, 0.0, 0.0))
+    data, device = Data.for_model(model), backend.from_host
+    zero = device(np.zeros((3, n)))
+    columns = []
+    for k in range(3 * n):
+        unit = np.zeros(3 * n)
+        unit[k] = 1.0
+        # Link-major flattening (link, axis), matching joint_permutation.
+        columns.append(
+            backend.to_host(
+                inverse_dynamics(
+                    model, data, device(q.T), zero, device(unit.reshape(n, 3).T), control
+                )
+            ).T.reshape(-1)
+        )
+    expected = _pinocchio_mass_matrix(model, q)
+    assert np.abs(np.array(columns).T - expected).max() <= RELATIVE * np.abs(expected).max()
+
+
+@pytest.mark.parametrize("branched", [False, True])
+def test_articulated_body_solve_matches_dense_solve(backend, branched):
+    """(M + A) x = b with joint-local 3x3 blocks A (as the implicit step folds them in)."""
+    model, _, rng = _random_model(backend, 4, branched)
+    n = model.n_links
+    q = _random_rotations(rng, n)
+    control = _control(model, np.eye(4), gravity=(0.0, 0.0, 0.0))
+    data, device = Data.for_model(model), backend.from_host
+    blocks = rng.normal(size=(n, 3, 3)) * 0.01
+    b = rng.normal(size=(n, 3))
+    mass = _pinocchio_mass_matrix(model, q)
+    for joint_block in (np.zeros_like(blocks), blocks):
+        inverse_dynamics(
+            model, data, device(q.T), device(np.zeros((3, n))), device(np.zeros((3, n))), control
+        )
+        factorize(model, data, device(joint_block.transpose(1, 2, 0)))
+        x = backend.to_host(solve(model, data, device(b.T))).T.reshape(-1)
+        dense = mass.copy()
+        for link in range(n):
+            dense[3 * link : 3 * link + 3, 3 * link : 3 * link + 3] += joint_block[link]
+        expected = np.linalg.solve(dense, b.reshape(-1))
+        assert np.abs(x - expected).max() <= RELATIVE * np.abs(expected).max()
+
+
+def test_articulated_body_solve_with_unsymmetric_link_blocks(backend):
+    """Link-local 6x6 blocks B enter as M + Σ Jᵀ B J, J_k stacking the S of k's ancestors."""
+    model, _, rng = _random_model(backend, 5, branched=True)
+    n = model.n_links
+    q = _random_rotations(rng, n)
+    control = _control(model, np.eye(4), gravity=(0.0, 0.0, 0.0))
+    data, device = Data.for_model(model), backend.from_host
+    inverse_dynamics(
+        model, data, device(q.T), device(np.zeros((3, n))), device(np.zeros((3, n))), control
+    )
+    link_blocks = rng.normal(size=(n, 6, 6)) * 0.01
+    factorize(model, data, device(np.zeros((3, 3, n))), device(link_blocks.transpose(1, 2, 0)))
+    b = rng.normal(size=(n, 3))
+    x = backend.to_host(solve(model, data, device(b.T))).T.reshape(-1)
+
+    subspaces = backend.to_host(data.S).transpose(2, 0, 1)
+    parents = reference.level_major_parents(model)
+    dense = _pinocchio_mass_matrix(model, q)
+    for link in range(n):
+        jacobian = np.zeros((6, 3 * n))
+        ancestor = link
+        while ancestor >= 0:
+            jacobian[:, 3 * ancestor : 3 * ancestor + 3] = subspaces[ancestor]
+            ancestor = parents[ancestor]
+        dense += jacobian.T @ link_blocks[link] @ jacobian
+    expected = np.linalg.solve(dense, b.reshape(-1))
+    assert np.abs(x - expected).max() <= RELATIVE * np.abs(expected).max()
+
+
+def _joint_model(backend, bend=(2e-3, 5e-3), twist=7e-3):
+    points = polyline(3, 0.3)
+    parameters = StrandParameters(
+        bend_stiffness=[bend] * 3, twist_stiffness=twist, bend_damping=0.0, twist_damping=0.0
+    )
+    return build_model([StrandSpec(points)], parameters, backend=backend)
+
+
+def _torque_after_rotation(backend, model, rotation_vector):
+    """Spring torque on the middle link after rotating its joint by ``rotation_vector``."""
+    q = backend.to_host(model.rest_rotation).T
+    q[1] = spatial.quat_multiply(np, q[1], spatial.quat_exp(np, np.asarray(rotation_vector, float)))
+    control = Control.from_model(model)
+    torque = joint_torques(
+        model, control, backend.from_host(q.T), backend.from_host(np.zeros((3, model.n_links)))
+    )
+    return backend.to_host(torque).T[1]
+
+
+@pytest.mark.parametrize(("axis", "rigidity"), [(0, 2e-3), (1, 7e-3), (2, 5e-3)])
+def test_small_angle_spring_stiffness_is_rigidity_over_joint_length(backend, axis, rigidity):
+    model = _joint_model(backend)
+    angle = 1e-6
+    torque = _torque_after_rotation(backend, model, angle * np.eye(3)[axis])
+    joint_length = 0.1  # interior joint of three 10 cm segments
+    assert torque[axis] == pytest.approx(-rigidity / joint_length * angle, rel=1e-6)
+    assert np.abs(np.delete(torque, axis)).max() < 1e-9 * abs(torque[axis])
+
+
+@pytest.mark.parametrize("angle", [0.5, 1.5, 2.5])
+def test_spring_torque_follows_tan_of_half_angle(backend, angle):
+    """Paper eq. 18: Q = -2 K tan(theta/2) for a pure bend and a pure twist."""
+    model = _joint_model(backend, bend=(2e-3, 2e-3))
+    bend = _torque_after_rotation(backend, model, [angle, 0.0, 0.0])
+    twist = _torque_after_rotation(backend, model, [0.0, angle, 0.0])
+    assert bend[0] == pytest.approx(-2 * (2e-3 / 0.1) * np.tan(angle / 2), rel=1e-12)
+    assert twist[1] == pytest.approx(-2 * (7e-3 / 0.1) * np.tan(angle / 2), rel=1e-12)
+
+
+def test_spring_tangent_stiffness_matches_derivative_of_tan_law(backend):
+    model = _joint_model(backend, bend=(2e-3, 2e-3))
+    angle = 1.0
+    q = backend.to_host(model.rest_rotation).T
+    q[1] = spatial.quat_multiply(np, q[1], spatial.quat_exp(np, np.array([angle, 0.0, 0.0])))
+    stiffness = backend.to_host(
+        spring_tangent_stiffness(model, Control.from_model(model), backend.from_host(q.T), 1e-6)
+    )
+    # d/dtheta of 2 K tan(theta/2) is K / cos²(theta/2).
+    assert stiffness[0, 0, 1] == pytest.approx((2e-3 / 0.1) / np.cos(angle / 2) ** 2, rel=1e-5)

@@ -1,0 +1,287 @@
+"""Time stepping against closed forms, conservation laws, convergence and Pinocchio's ABA."""
+
+import numpy as np
+import pytest
+
+from oriented_strands.core import (
+    BaseMotion,
+    Simulation,
+    SimulationDivergedError,
+    SolverSettings,
+    StrandParameters,
+    StrandSpec,
+    build_model,
+    spatial,
+)
+from oriented_strands.core.dynamics import Data
+from oriented_strands.core.integrators import residual, step_dense_reference, step_implicit
+from oriented_strands.core.state import Control, State
+from strands import polyline, random_tree
+
+STILL = BaseMotion.still(np.eye(4)[None])
+FREE = {"bend_stiffness": 0.0, "twist_stiffness": 0.0, "bend_damping": 0.0, "twist_damping": 0.0}
+
+
+def _swing_single_link(backend, h, duration, method, amplitude=1e-3, length=1.0, radius=0.01):
+    """A rigid rod hanging from a pivot, released at ``amplitude`` rad; returns (times, angles)."""
+    model = build_model(
+        [StrandSpec(polyline(1, length))],
+        StrandParameters(mass_per_length=1.0, radius=radius, **FREE),
+        backend=backend,
+    )
+    sim = Simulation(
+        model,
+        SolverSettings(method=method, substeps=1, newton_tolerance=1e-13, newton_max_iterations=30),
+    )
+    q = backend.to_host(sim.state.q)
+    q = spatial.quat_multiply(np, q, spatial.quat_exp(np, np.array([[amplitude], [0.0], [0.0]])))
+    sim.state.q = backend.from_host(q)
+    times, angles = [0.0], [amplitude]
+    for _ in range(int(round(duration / h))):
+        sim.advance(h, STILL)
+        deviation = spatial.quat_multiply(
+            np,
+            spatial.quat_conjugate(np, backend.to_host(model.rest_rotation)),
+            backend.to_host(sim.state.q),
+        )
+        times.append(sim.time)
+        angles.append(2.0 * np.arctan2(deviation[1, 0], deviation[0, 0]))
+    return np.array(times), np.array(angles)
+
+
+def _compound_pendulum_period(length=1.0, radius=0.01, g=9.81):
+    # Thin solid rod about its end: I = m (L²/3 + r²/4), restoring torque m g L/2 per radian.
+    return 2 * np.pi * np.sqrt((length**2 / 3 + radius**2 / 4) / (g * length / 2))
+
+
+def test_compound_pendulum_period_matches_closed_form(backend):
+    period = _compound_pendulum_period()
+    times, angles = _swing_single_link(backend, period / 400, 2.2 * period, "implicit")
+    # Downward zero crossings, linearly interpolated, are one period apart.
+    crossing = np.nonzero((angles[:-1] > 0) & (angles[1:] <= 0))[0]
+    exact = times[crossing] + (times[crossing + 1] - times[crossing]) * angles[crossing] / (
+        angles[crossing] - angles[crossing + 1]
+    )
+    measured = np.diff(exact)
+    assert len(measured) >= 1
+    assert measured[0] == pytest.approx(period, rel=2e-3)
+
+
+def test_implicit_step_is_first_order_accurate(backend):
+    period = _compound_pendulum_period()
+    errors = []
+    for divisions in (50, 100, 200):
+        _, angles = _swing_single_link(backend, period / divisions, period, "implicit")
+        errors.append(abs(angles[-1] - 1e-3))  # closed form: back at the amplitude after one period
+    ratios = np.array(errors[:-1]) / np.array(errors[1:])
+    assert np.all((1.7 < ratios) & (ratios < 2.3)), ratios
+
+
+def test_cantilever_sags_to_euler_bernoulli_deflection(backend):
+    length, mass_per_length, g, n = 0.3, 0.01, 9.81, 32
+    load = mass_per_length * g
+    rigidity = load * length**3 / (8 * 0.01)  # tip deflection of 1% of the length
+    parameters = StrandParameters(
+        mass_per_length=mass_per_length,
+        radius=1e-3,
+        bend_stiffness=rigidity,
+        twist_stiffness=rigidity,
+        bend_damping=0.02 * rigidity,
+        twist_damping=0.02 * rigidity,
+    )
+    model = build_model(
+        [StrandSpec(polyline(n, length, direction=(1.0, 0.0, 0.0)))], parameters, backend=backend
+    )
+    sim = Simulation(
+        model, SolverSettings(substeps=4, newton_tolerance=1e-10, newton_max_iterations=30)
+    )
+    for _ in range(48):
+        sim.advance(1 / 24, STILL)
+    deflection = -sim.points()[-1, 2]
+    assert deflection == pytest.approx(load * length**4 / (8 * rigidity), rel=0.02)
+    static = residual(
+        model,
+        sim.data,
+        sim.state,
+        sim.state.q,
+        backend.from_host(np.zeros((3, n))),
+        sim.control,
+        1.0,
+    )
+    assert np.abs(backend.to_host(static)).max() < 1e-9 * load * length**2 / 2
+
+
+def _spinning_strand(backend, method):
+    """A strand spinning about its fixed root at 1 rev/s, slightly disturbed, without loads."""
+    parameters = StrandParameters(mass_per_length=0.02, radius=2e-3, drag=0.0, **FREE)
+    model = build_model(
+        [StrandSpec(polyline(8, 0.3, direction=(1.0, 0.2, 0.1)))], parameters, backend=backend
+    )
+    settings = SolverSettings(
+        method=method, substeps=1, newton_tolerance=1e-12, newton_max_iterations=60
+    )
+    sim = Simulation(model, settings, gravity=(0.0, 0.0, 0.0))
+    w = np.random.default_rng(7).normal(size=(3, model.n_links)) * 0.05
+    w[:, 0] += (0.0, 0.5, 2 * np.pi)
+    sim.state.w = backend.from_host(w)
+    return sim
+
+
+def test_explicit_mode_conserves_energy_at_small_steps(backend):
+    sim = _spinning_strand(backend, "explicit")
+    start = sum(sim.energy())
+    energies = []
+    for _ in range(1000):
+        sim.advance(1e-4, STILL)
+        energies.append(sum(sim.energy()))
+    assert np.abs(np.array(energies) / start - 1).max() < 1e-3
+
+
+def test_implicit_mode_never_gains_energy(backend):
+    sim = _spinning_strand(backend, "implicit")
+    energies = [sum(sim.energy())]
+    for _ in range(96):
+        sim.advance(1 / 96, STILL)
+        energies.append(sum(sim.energy()))
+    energies = np.array(energies)
+    assert np.all(np.diff(energies) <= 1e-12 * energies[0])
+    assert energies[-1] < energies[0]
+
+
+def _swaying(t):
+    """A base swaying ±20° about x at 1.5 Hz, with exact velocity and acceleration."""
+    rate = 2 * np.pi * 1.5
+    angle, speed, accel = (
+        0.35 * np.sin(rate * t),
+        0.35 * rate * np.cos(rate * t),
+        -0.35 * rate**2 * np.sin(rate * t),
+    )
+    c, s = np.cos(angle), np.sin(angle)
+    rotation = np.array([[[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]])
+    zero = np.zeros((1, 3))
+    return BaseMotion(
+        rotation, zero, np.array([[speed, 0.0, 0.0]]), zero, np.array([[accel, 0.0, 0.0]]), zero
+    )
+
+
+def test_stiff_strand_is_stable_at_four_substeps_per_frame(backend):
+    rigidity = 1e-4 * 1e6
+    parameters = StrandParameters(
+        mass_per_length=5e-3,
+        radius=5e-4,
+        bend_stiffness=rigidity,
+        twist_stiffness=rigidity,
+        bend_damping=1e-6,
+        twist_damping=1e-6,
+    )
+    model = build_model(
+        [StrandSpec(polyline(16, 0.3, direction=(1.0, 0.0, -0.2)))], parameters, backend=backend
+    )
+    implicit = Simulation(model, SolverSettings(method="implicit", substeps=4))
+    for _ in range(48):
+        implicit.advance(1 / 24, _swaying)
+    points = implicit.points()
+    assert np.isfinite(points).all()
+    # So stiff it moves as one rigid body with the base: segment lengths and the shape hold.
+    rest = model.rest_points
+    rotation = _swaying(implicit.time).rotation[0]
+    assert np.abs(points - rest @ rotation.T).max() < 1e-3 * 0.3
+    explicit = Simulation(model, SolverSettings(method="explicit", substeps=4))
+    # The explicit method is expected to overflow on the way to diverging.
+    with np.errstate(over="ignore", invalid="ignore"):
+        with pytest.raises(SimulationDivergedError, match="strand 0"):
+            _advance_frames(explicit, 48)
+
+
+def _advance_frames(sim, frames):
+    for _ in range(frames):
+        sim.advance(1 / 24, _swaying)
+
+
+def test_symmetric_tree_under_symmetric_load_stays_symmetric(backend):
+    """A Y: a vertical trunk, two branches mirrored in x, swayed about x (keeping the mirror)."""
+    trunk = polyline(4, 0.4, direction=(0.0, 0.0, 1.0))
+    left = polyline(3, 0.3, direction=(-1.0, 0.0, 1.0), start=trunk[-1])
+    right = polyline(3, 0.3, direction=(1.0, 0.0, 1.0), start=trunk[-1])
+    specs = [StrandSpec(trunk), StrandSpec(left, parent=(0, 3)), StrandSpec(right, parent=(0, 3))]
+    parameters = StrandParameters(
+        mass_per_length=0.05,
+        radius=5e-3,
+        bend_stiffness=2e-3,
+        twist_stiffness=2e-3,
+        bend_damping=1e-5,
+        twist_damping=1e-5,
+    )
+    model = build_model(specs, parameters, backend=backend)
+    sim = Simulation(
+        model, SolverSettings(substeps=4, newton_tolerance=1e-10, newton_max_iterations=20)
+    )
+    for _ in range(24):
+        sim.advance(1 / 24, _swaying)
+    points = sim.points()
+    left_points, right_points = points[5:9], points[9:13]
+    mirrored = right_points * np.array([-1.0, 1.0, 1.0])
+    assert np.abs(left_points - mirrored).max() < 1e-9
+    assert np.abs(points[:5, 0]).max() < 1e-9  # the trunk stays in the mirror plane
+    assert np.abs(points - model.rest_points).max() > 0.01  # and it did move
+
+
+def test_implicit_step_converges_to_dense_reference(backend):
+    rng = np.random.default_rng(11)
+    specs = random_tree(rng)
+    parameters = StrandParameters(
+        mass_per_length=0.05,
+        radius=5e-3,
+        bend_stiffness=1e-3,
+        twist_stiffness=5e-4,
+        bend_damping=1e-5,
+        twist_damping=1e-5,
+        drag=0.05,
+    )
+    model = build_model(specs, parameters, backend=backend)
+    control = Control.from_model(model)
+    control.set_base_motion(model, _swaying(0.1))
+    state = State.at_rest(model)
+    state.w = backend.from_host(rng.normal(size=(3, model.n_links)))
+    settings = SolverSettings(newton_tolerance=1e-12, newton_max_iterations=60)
+    out = state.copy()
+    stats = step_implicit(model, Data.for_model(model), state, control, 1 / 96, settings, out)
+    dense = step_dense_reference(model, Data.for_model(model), state, control, 1 / 96)
+    assert stats.iterations < settings.newton_max_iterations
+    assert np.abs(backend.to_host(out.w) - backend.to_host(dense.w)).max() < 1e-8
+
+
+def test_explicit_acceleration_matches_pinocchio_forward_dynamics(backend):
+    pin = pytest.importorskip("pinocchio")
+    import pinocchio_reference as reference
+
+    rng = np.random.default_rng(5)
+    model = build_model(
+        random_tree(rng),
+        StrandParameters(mass_per_length=0.5, radius=0.01, drag=0.0, **FREE),
+        backend=backend,
+    )
+    state = State.at_rest(model)
+    q = rng.normal(size=(model.n_links, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    w = rng.normal(size=(model.n_links, 3))
+    state.q, state.w = backend.from_host(q.T), backend.from_host(w.T)
+    control = Control.from_model(model)
+    out = state.copy()
+    from oriented_strands.core.integrators import step_explicit
+
+    h = 1e-3
+    step_explicit(model, Data.for_model(model), state, control, h, out)
+    acceleration = (backend.to_host(out.w).T - w) / h
+
+    pin_model, order = reference.build(model, free_flyer=False)
+    pin_model.gravity.linear[:] = (0.0, 0.0, -9.81)
+    expected = pin.aba(
+        pin_model,
+        pin_model.createData(),
+        reference.configuration(order, q),
+        reference.joint_vector(order, w),
+        np.zeros(3 * model.n_links),
+    )
+    expected = reference.engine_vector(order, expected, 3)
+    assert np.abs(acceleration - expected).max() <= 1e-9 * np.abs(expected).max()
