@@ -457,7 +457,7 @@ def _knot_rates(h, jump, jac, jac_inv, frames, rotational):
     # Q_i depends on c_(i+1) only: its column in row k sits at offset i + 1 - k.
     quad_offsets = quad_intervals + 1 - quad_rows + 2
     coefficients = _coefficients(jump)
-    scale = np.abs(jump).max() / h.min() + np.finfo(float).tiny
+    scale = np.abs(jump).max(initial=0.0) / h.min() + np.finfo(float).tiny
     for _ in range(_MAX_ITERATIONS):
         end_rate = np.einsum("kbij,kbj->kbi", jac_inv, rates[1:])
         quad_terms = _curvature_term(jump, end_rate, coefficients)
@@ -476,7 +476,7 @@ def _knot_rates(h, jump, jac, jac_inv, frames, rotational):
         forced = rhs.copy()
         np.add.at(forced, quad_rows, (quad_blocks @ linear_part[quad_intervals][..., None])[..., 0])
         rates, previous = _BandSolver(newton_band)(forced), rates
-        if np.abs(rates - previous).max() <= _RATE_TOLERANCE * scale:
+        if np.abs(rates - previous).max(initial=0.0) <= _RATE_TOLERANCE * scale:
             return rates
     step = np.abs(rates - previous).max(axis=-1)
     worst = np.argmax(np.where(np.isfinite(step), step, np.inf))

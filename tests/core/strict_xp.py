@@ -168,8 +168,11 @@ class _StrictUfunc:
 
 
 def _checked_call(ufunc: Any, args: tuple, kwargs: dict) -> Any:
-    """Call a ufunc (method) after refusing host arrays; StrictArray arguments go through
-    ``StrictArray.__array_ufunc__`` (which keeps ``out=`` objects), scalar-only calls are wrapped."""
+    """Call a ufunc (or ufunc method) after refusing host arrays.
+
+    StrictArray arguments go through ``StrictArray.__array_ufunc__`` (which keeps ``out=``
+    objects); calls on Python scalars alone are wrapped here.
+    """
     _unwrap((args, kwargs))
     return _wrap(ufunc(*args, **kwargs))
 
