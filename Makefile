@@ -20,10 +20,10 @@ BLENDER_SANDBOX = sandbox=$$(mktemp -d) && trap 'rm -rf "$$sandbox"' EXIT && \
 test: test-engine test-blender
 
 test-engine: $(ENGINE)/editable.stamp
-	$(ENGINE)/bin/pytest tests/test_package.py tests/core
+	$(ENGINE)/bin/pytest tests/test_package.py tests/test_docs.py tests/core
 
 test-blender: $(BLENDER)/editable.stamp
-	$(BLENDER)/bin/pytest tests/test_package.py tests/core tests/blender
+	$(BLENDER)/bin/pytest tests/test_package.py tests/test_docs.py tests/core tests/blender
 
 venvs: $(ENGINE)/editable.stamp $(BLENDER)/editable.stamp
 
