@@ -4,6 +4,7 @@ Never imports Blender. See ``docs/scripting.md`` for the public API and ``docs/p
 the formulation.
 """
 
+from .art_direction import ArtDirectedBase, art_directed_motion
 from .backend import Backend, available_backends, get_backend
 from .base_motion import BaseMotion, BaseTrajectory
 from .errors import (
@@ -13,26 +14,62 @@ from .errors import (
     SimulationDivergedError,
     StrandError,
 )
+from .fields import Falloff, PointField, RootToTip, Turbulence, VortexField, Wind, apply_fields
 from .integrators import SolverSettings, StepStats
+from .lcp import solve_lcp
 from .model import Model, StrandParameters, StrandSpec, build_model
+from .obstacles import (
+    Capsule,
+    Material,
+    ObstacleMotion,
+    Plane,
+    Sphere,
+    TriangleMesh,
+    build_obstacles,
+    find_contacts,
+)
+from .presets import PRESETS, MaterialPreset
+from .rest_shape import ZeroGravityRestShape, zero_gravity_model
 from .simulation import Simulation
 
 __all__ = [
+    "ArtDirectedBase",
     "Backend",
     "BackendUnavailableError",
     "BaseMotion",
     "BaseTrajectory",
+    "Capsule",
+    "Falloff",
     "InvalidInputError",
     "InvalidStrandError",
+    "Material",
+    "MaterialPreset",
     "Model",
+    "ObstacleMotion",
+    "PRESETS",
+    "Plane",
+    "PointField",
+    "RootToTip",
+    "Simulation",
     "SimulationDivergedError",
     "SolverSettings",
+    "Sphere",
     "StepStats",
-    "Simulation",
     "StrandError",
     "StrandParameters",
     "StrandSpec",
+    "TriangleMesh",
+    "Turbulence",
+    "VortexField",
+    "Wind",
+    "ZeroGravityRestShape",
+    "apply_fields",
+    "art_directed_motion",
     "available_backends",
     "build_model",
+    "build_obstacles",
+    "find_contacts",
     "get_backend",
+    "solve_lcp",
+    "zero_gravity_model",
 ]
