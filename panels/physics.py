@@ -1,0 +1,192 @@
+"""Panels in Properties > Physics, laid out like Blender's own physics panels. Draw code only.
+
+Art direction (time scale, local dynamics, posable dynamics) is not shown yet: its panel appears
+with the feature, so no control here does nothing.
+"""
+
+from __future__ import annotations
+
+import bpy
+
+from .. import scene
+
+
+class _PhysicsPanel:
+    bl_space_type = "PROPERTIES"
+    bl_region_type = "WINDOW"
+    bl_context = "physics"
+
+
+class _StrandSubPanel(_PhysicsPanel):
+    bl_parent_id = "OBJECT_PT_oriented_strands"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return scene.is_strand_system(context.object)
+
+    def _layout(self, context: bpy.types.Context) -> tuple[bpy.types.UILayout, object]:
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = True
+        props = context.object.oriented_strands
+        layout.active = props.enabled
+        return layout, props
+
+
+def _profile(layout: bpy.types.UILayout, props: object, tip: str, shape: str) -> None:
+    column = layout.column(align=True)
+    column.prop(props, tip)
+    column.prop(props, shape, text="Shape")
+
+
+class OBJECT_PT_oriented_strands(_PhysicsPanel, bpy.types.Panel):
+    bl_label = "Oriented Strands"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        ob = context.object
+        return ob is not None and ob.type in scene.STRAND_OBJECT_TYPES
+
+    def draw_header(self, context: bpy.types.Context) -> None:
+        if scene.is_strand_system(context.object):
+            self.layout.prop(context.object.oriented_strands, "enabled", text="")
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        ob = context.object
+        if not scene.is_strand_system(ob):
+            layout.operator("oriented_strands.add_strand_system", icon="ADD")
+            return
+        props = ob.oriented_strands
+        layout.use_property_split = True
+        layout.prop(props, "preview_object")
+        text, icon = scene.status(ob)
+        layout.label(text=text, icon=icon)
+        layout.operator("oriented_strands.remove_strand_system", icon="X")
+
+
+class OBJECT_PT_oriented_strands_strand(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Strand"
+    bl_options = set()
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._layout(context)
+        layout.prop(props, "resample_mode")
+        if props.resample_mode == "COUNT":
+            layout.prop(props, "segment_count")
+        else:
+            layout.prop(props, "segment_length")
+        layout.prop(props, "branch_tolerance")
+        layout.separator()
+        layout.operator_menu_enum("oriented_strands.apply_material_preset", "preset")
+        layout.prop(props, "radius")
+        _profile(layout, props, "thickness_tip", "thickness_shape")
+        layout.prop(props, "ellipticity")
+        layout.prop(props, "density")
+
+
+class OBJECT_PT_oriented_strands_stiffness(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Stiffness"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._layout(context)
+        column = layout.column(align=True)
+        column.prop(props, "youngs_modulus", text="Bending (GPa)")
+        column.prop(props, "shear_modulus", text="Twisting (GPa)")
+        _profile(layout, props, "stiffness_tip", "stiffness_shape")
+
+
+class OBJECT_PT_oriented_strands_damping(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Damping"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._layout(context)
+        column = layout.column(align=True)
+        column.prop(props, "bend_damping_time", text="Bending")
+        column.prop(props, "twist_damping_time", text="Twisting")
+        _profile(layout, props, "damping_tip", "damping_shape")
+
+
+class OBJECT_PT_oriented_strands_forces(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Forces"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._layout(context)
+        layout.prop(props, "gravity_source")
+        if props.gravity_source == "CUSTOM":
+            layout.prop(props, "custom_gravity")
+        elif not context.scene.use_gravity:
+            layout.label(text="Scene gravity is disabled", icon="INFO")
+        layout.prop(props, "gravity_factor")
+        layout.prop(props, "air_drag", text="Air Drag (mN·s/m²)")
+        layout.prop(props, "wind_velocity")
+
+
+class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Solver"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._layout(context)
+        layout.prop(props, "solver_method")
+        layout.prop(props, "substeps")
+        column = layout.column(align=True)
+        column.active = props.solver_method == "IMPLICIT"
+        column.prop(props, "newton_tolerance")
+        column.prop(props, "newton_max_iterations")
+        layout.prop(props, "backend")
+        reason = scene.backend_unavailable_reason(props.backend)
+        if reason:
+            layout.label(text=reason, icon="ERROR")
+        layout.prop(props, "precision")
+
+
+class OBJECT_PT_oriented_strands_cache(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Cache"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._layout(context)
+        column = layout.column(align=True)
+        column.prop(props, "frame_start")
+        column.prop(props, "frame_end")
+        text, icon = scene.status(context.object)
+        layout.label(text=text, icon=icon)
+        row = layout.row(align=True)
+        row.operator("oriented_strands.free_cache")
+        row.operator("oriented_strands.reset_to_rest")
+
+
+class OBJECT_PT_oriented_strands_obstacle(_PhysicsPanel, bpy.types.Panel):
+    bl_label = "Strand Obstacle"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        ob = context.object
+        return ob is not None and ob.type == "MESH"
+
+    def draw_header(self, context: bpy.types.Context) -> None:
+        self.layout.prop(context.object.oriented_strands_obstacle, "use_obstacle", text="")
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        props = context.object.oriented_strands_obstacle
+        layout.label(text="Strand collisions are not simulated yet", icon="INFO")
+        column = layout.column()
+        column.active = props.use_obstacle
+        column.prop(props, "restitution")
+        column.prop(props, "static_friction")
+        column.prop(props, "dynamic_friction")
+
+
+classes = (
+    OBJECT_PT_oriented_strands,
+    OBJECT_PT_oriented_strands_strand,
+    OBJECT_PT_oriented_strands_stiffness,
+    OBJECT_PT_oriented_strands_damping,
+    OBJECT_PT_oriented_strands_forces,
+    OBJECT_PT_oriented_strands_solver,
+    OBJECT_PT_oriented_strands_cache,
+    OBJECT_PT_oriented_strands_obstacle,
+)

@@ -1,0 +1,434 @@
+"""What the artist edits: a strand system's settings on its object, and an obstacle's material.
+
+``Object.oriented_strands`` holds one strand system's settings; ``Object.oriented_strands_obstacle``
+an obstacle's contact material. Values are in SI units unless the tooltip says otherwise; the
+mapping onto the engine's parameters is in ``scene/strands.py`` and ``docs/user-guide.md``.
+Properties the engine can change while it runs are animatable (keyframe them); the others define
+the strand model and rebuild it when changed.
+
+Update callbacks only tell ``scene`` that something changed; they never simulate.
+"""
+
+from __future__ import annotations
+
+import bpy
+from bpy.props import (
+    BoolProperty,
+    EnumProperty,
+    FloatProperty,
+    FloatVectorProperty,
+    IntProperty,
+    PointerProperty,
+)
+
+from .. import scene
+
+# For properties that define the strand model or the sampled input: the engine cannot change
+# them while it runs, so they are not animatable.
+STATIC: set[str] = set()
+
+
+def _parameters_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.parameters_changed(props.id_data)
+
+
+def _input_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.input_changed(props.id_data)
+
+
+def _enabled_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.enabled_changed(props.id_data)
+
+
+def _backend_items(_props: object, _context: object) -> list[tuple[str, str, str, int]]:
+    return scene.backend_items()
+
+
+class StrandSystemProperties(bpy.types.PropertyGroup):
+    """One strand system: the object's curves, simulated as chains of rigid segments."""
+
+    is_system: BoolProperty(
+        name="Strand System",
+        description="This object's curves are simulated as strands (set by Add Strand System)",
+        default=False,
+        options=STATIC,
+    )
+    enabled: BoolProperty(
+        name="Simulate",
+        description=(
+            "Simulate the strands and show them on the preview object; when off, the preview "
+            "shows the rest shape"
+        ),
+        default=True,
+        options=STATIC,
+        update=_enabled_changed,
+    )
+    preview_object: PointerProperty(
+        name="Preview Object",
+        description=(
+            "Generated Curves object that shows the simulated strands (the input curves stay "
+            "untouched as the rest shape)"
+        ),
+        type=bpy.types.Object,
+        options=STATIC,
+    )
+
+    # --- strand: how curves become segments, and their cross-section ------------------------
+    resample_mode: EnumProperty(
+        name="Segments",
+        description="How each curve is divided into rigid segments",
+        items=[
+            ("COUNT", "Count", "Every strand gets the same number of segments"),
+            ("LENGTH", "Length", "Segments of about the same length on every strand"),
+        ],
+        default="COUNT",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    segment_count: IntProperty(
+        name="Segment Count",
+        description="Rigid segments per strand (more follow the curve closer, cost more)",
+        default=16,
+        min=1,
+        soft_max=64,
+        max=1024,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    segment_length: FloatProperty(
+        name="Segment Length",
+        description="Target length of a segment; each strand gets a whole number of segments",
+        default=0.02,
+        min=1e-5,
+        soft_min=1e-3,
+        soft_max=0.2,
+        subtype="DISTANCE",
+        unit="LENGTH",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    branch_tolerance: FloatProperty(
+        name="Branch Tolerance",
+        description=(
+            "A curve whose root lies this close to another curve becomes a branch of it "
+            "(0 disables branches). Hair grown on a surface has no branches"
+        ),
+        default=0.001,
+        min=0.0,
+        soft_max=0.05,
+        subtype="DISTANCE",
+        unit="LENGTH",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    radius: FloatProperty(
+        name="Radius",
+        description="Radius of the strand's cross-section at the root (sets mass and stiffness)",
+        default=0.001,
+        min=1e-7,
+        soft_min=1e-5,
+        soft_max=0.05,
+        precision=5,
+        subtype="DISTANCE",
+        unit="LENGTH",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    thickness_tip: FloatProperty(
+        name="Tip Thickness",
+        description="Radius at the tip as a fraction of the root radius (tapering)",
+        default=1.0,
+        min=0.01,
+        max=1.0,
+        subtype="FACTOR",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    thickness_shape: FloatProperty(
+        name="Thickness Shape",
+        description="Exponent of the root-to-tip taper: 1 is linear, larger keeps it thick longer",
+        default=1.0,
+        min=0.05,
+        soft_max=8.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    density: FloatProperty(
+        name="Density",
+        description="Density of the strand's material, kg/m³ (hair 1300, green wood 900)",
+        default=1100.0,
+        min=1e-3,
+        soft_min=10.0,
+        soft_max=3000.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    ellipticity: FloatProperty(
+        name="Ellipticity",
+        description=(
+            "Width over thickness of an elliptic cross-section (1: round); a flat strand bends "
+            "more easily across its thin side"
+        ),
+        default=1.0,
+        min=1.0,
+        soft_max=20.0,
+        update=_parameters_changed,
+    )
+
+    # --- stiffness ---------------------------------------------------------------------------
+    youngs_modulus: FloatProperty(
+        name="Bending Modulus",
+        description=(
+            "Young's modulus of the material in GPa: bending stiffness is this times the "
+            "cross-section's second moment of area (hair 3.9, green wood 2, rubber 0.01)"
+        ),
+        default=0.05,
+        min=0.0,
+        soft_max=10.0,
+        precision=4,
+        update=_parameters_changed,
+    )
+    shear_modulus: FloatProperty(
+        name="Twisting Modulus",
+        description=(
+            "Shear modulus of the material in GPa: twisting stiffness is this times the "
+            "cross-section's torsion constant (hair 0.89, green wood 0.14)"
+        ),
+        default=0.02,
+        min=0.0,
+        soft_max=5.0,
+        precision=4,
+        update=_parameters_changed,
+    )
+    stiffness_tip: FloatProperty(
+        name="Tip Stiffness",
+        description="Stiffness at the tip as a factor of the root's (on top of any taper)",
+        default=1.0,
+        min=0.0,
+        soft_max=2.0,
+        update=_parameters_changed,
+    )
+    stiffness_shape: FloatProperty(
+        name="Stiffness Shape",
+        description="Exponent of the root-to-tip stiffness profile: 1 is linear",
+        default=1.0,
+        min=0.05,
+        soft_max=8.0,
+        update=_parameters_changed,
+    )
+
+    # --- damping -----------------------------------------------------------------------------
+    bend_damping_time: FloatProperty(
+        name="Bending Damping",
+        description=(
+            "Internal bending friction as a relaxation time, s: bending damping is this times "
+            "the bending stiffness (hair 0.02)"
+        ),
+        default=0.02,
+        min=0.0,
+        soft_max=1.0,
+        precision=4,
+        unit="TIME_ABSOLUTE",
+        update=_parameters_changed,
+    )
+    twist_damping_time: FloatProperty(
+        name="Twisting Damping",
+        description="Internal twisting friction as a relaxation time, s (times twist stiffness)",
+        default=0.02,
+        min=0.0,
+        soft_max=1.0,
+        precision=4,
+        unit="TIME_ABSOLUTE",
+        update=_parameters_changed,
+    )
+    damping_tip: FloatProperty(
+        name="Tip Damping",
+        description="Damping at the tip as a factor of the root's",
+        default=1.0,
+        min=0.0,
+        soft_max=2.0,
+        update=_parameters_changed,
+    )
+    damping_shape: FloatProperty(
+        name="Damping Shape",
+        description="Exponent of the root-to-tip damping profile: 1 is linear",
+        default=1.0,
+        min=0.05,
+        soft_max=8.0,
+        update=_parameters_changed,
+    )
+
+    # --- forces ------------------------------------------------------------------------------
+    gravity_source: EnumProperty(
+        name="Gravity",
+        description="Where the gravity acting on the strands comes from",
+        items=[
+            ("SCENE", "Scene", "The scene's gravity (Scene properties), none if it is disabled"),
+            ("CUSTOM", "Custom", "A gravity vector of this strand system's own"),
+        ],
+        default="SCENE",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    custom_gravity: FloatVectorProperty(
+        name="Custom Gravity",
+        description="Gravitational acceleration, world axes",
+        default=(0.0, 0.0, -9.81),
+        subtype="ACCELERATION",
+        unit="ACCELERATION",
+        size=3,
+        update=_parameters_changed,
+    )
+    gravity_factor: FloatProperty(
+        name="Gravity Factor",
+        description="Scales the gravity acting on the strands",
+        default=1.0,
+        soft_min=0.0,
+        soft_max=2.0,
+        update=_parameters_changed,
+    )
+    air_drag: FloatProperty(
+        name="Air Drag",
+        description=(
+            "Air resistance per metre of strand per unit speed relative to the air, in "
+            "mN·s/m² (hair 0.005 to 0.05); thinner parts of a tapered strand feel less"
+        ),
+        default=0.05,
+        min=0.0,
+        soft_max=10.0,
+        precision=4,
+        update=_parameters_changed,
+    )
+    wind_velocity: FloatVectorProperty(
+        name="Wind",
+        description="Velocity of the air, world axes; drag pulls the strands along with it",
+        default=(0.0, 0.0, 0.0),
+        subtype="VELOCITY",
+        unit="VELOCITY",
+        size=3,
+        update=_parameters_changed,
+    )
+
+    # --- solver ------------------------------------------------------------------------------
+    solver_method: EnumProperty(
+        name="Method",
+        description="How the solver integrates the strands' motion over each substep",
+        items=[
+            (
+                "IMPLICIT",
+                "Implicit",
+                "Backward Euler with Newton iterations: stable for stiff strands at any step",
+            ),
+            (
+                "EXPLICIT",
+                "Explicit",
+                "Semi-implicit Euler: cheap per step but needs many substeps for stiff strands",
+            ),
+        ],
+        default="IMPLICIT",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    substeps: IntProperty(
+        name="Substeps",
+        description="Simulation steps per frame",
+        default=4,
+        min=1,
+        soft_max=64,
+        max=10000,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    newton_tolerance: FloatProperty(
+        name="Tolerance",
+        description=(
+            "Newton iterations stop once the largest joint-velocity update is below this, rad/s"
+        ),
+        default=1e-4,
+        min=1e-12,
+        soft_max=0.1,
+        precision=6,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    newton_max_iterations: IntProperty(
+        name="Max Iterations",
+        description="Most Newton iterations per substep",
+        default=8,
+        min=1,
+        soft_max=50,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    backend: EnumProperty(
+        name="Backend",
+        description="Where the simulation runs",
+        items=_backend_items,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    precision: EnumProperty(
+        name="Precision",
+        description="Floating-point precision of the simulation",
+        items=[
+            ("float64", "Double", "64-bit floats: the reference"),
+            ("float32", "Single", "32-bit floats: faster on GPUs, less accurate"),
+        ],
+        default="float64",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+
+    # --- cache -------------------------------------------------------------------------------
+    frame_start: IntProperty(
+        name="Start",
+        description=(
+            "Frame the simulation starts at; the curves' shape at this frame is the rest shape"
+        ),
+        default=1,
+        options=STATIC,
+        update=_input_changed,
+    )
+    frame_end: IntProperty(
+        name="End",
+        description="Frame the simulation stops at; later frames hold this frame's result",
+        default=250,
+        options=STATIC,
+        update=_input_changed,
+    )
+
+
+class StrandObstacleProperties(bpy.types.PropertyGroup):
+    """Contact material of an obstacle the strands will collide with."""
+
+    use_obstacle: BoolProperty(
+        name="Strand Obstacle",
+        description="Strands will collide with this object once strand collisions are simulated",
+        default=False,
+        options=STATIC,
+    )
+    restitution: FloatProperty(
+        name="Restitution",
+        description="Fraction of the normal speed kept after an impact (0: no bounce)",
+        default=0.0,
+        min=0.0,
+        max=1.0,
+        subtype="FACTOR",
+    )
+    static_friction: FloatProperty(
+        name="Static Friction",
+        description="Friction coefficient that holds a resting strand in place",
+        default=0.5,
+        min=0.0,
+        soft_max=2.0,
+    )
+    dynamic_friction: FloatProperty(
+        name="Dynamic Friction",
+        description="Friction coefficient while a strand slides",
+        default=0.4,
+        min=0.0,
+        soft_max=2.0,
+    )
+
+
+classes = (StrandSystemProperties, StrandObstacleProperties)

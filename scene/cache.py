@@ -1,0 +1,331 @@
+"""The live-preview cache: input sampled once, simulated frames kept in memory, replayed.
+
+Two things are cached per strand system, with different rules:
+
+- :class:`PreparedInput`, what must be read from Blender at *several* frames: the rest shape (the
+  curves at the start frame) and the bases' world transforms at every frame of the simulation
+  range. Reading another frame means ``scene.frame_set``, which must not run inside a frame
+  handler, so this is sampled up front, outside handlers (:func:`prepare_inputs`: by the
+  operators, after a file is loaded, and in the UI by a timer when the handler notices the
+  input changed). The whole range is sampled so that the bases' C² motion between two frames is
+  the same whatever order frames are visited in: live playback, scrubbing and a bake agree.
+- :class:`StrandSystemRuntime`, what the frame handler computes: the strand model, the
+  simulation and the points of every simulated frame. It is rebuilt whenever a parameter
+  changes, and steps forward from the last simulated frame to the frame asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+
+from ..core import BaseTrajectory, Model, Simulation, StrandError, build_model
+from .errors import SceneInputError
+from .inputs import (
+    DrawnCurves,
+    SurfaceAttachment,
+    attach_to_surface,
+    hair_surface,
+    input_fingerprint,
+    object_base_matrix,
+    read_drawn_curves,
+    surface_base_matrices,
+)
+from .strands import (
+    AnimatedValues,
+    StrandLayout,
+    StrandSettings,
+    convert,
+    engine_parameters,
+    frames_per_second,
+    gravity_vector,
+    point_radius,
+    strand_parameters,
+)
+
+# Two samples of the same base at the same frame agree bit for bit; anything beyond float32
+# round-off means the animation that carries the roots was edited.
+BASE_MATCH_TOLERANCE = 1e-5
+
+_sampling_depth = 0
+
+
+@contextlib.contextmanager
+def sampling() -> Iterator[None]:
+    """While the input is sampled with ``frame_set``, the frame handler stands aside."""
+    global _sampling_depth
+    _sampling_depth += 1
+    try:
+        yield
+    finally:
+        _sampling_depth -= 1
+
+
+def is_sampling() -> bool:
+    """Whether :func:`prepare_inputs` is stepping the scene through frames right now."""
+    return _sampling_depth > 0
+
+
+@dataclass
+class PreparedInput:
+    """What was read from Blender for one strand system, at every frame of its range.
+
+    Attributes
+    ----------
+    drawn : DrawnCurves
+        The curves at ``frame_start``, world space: the rest shape.
+    frame_start, frame_end : int
+    fps : float
+    base_of_curve : (n_curves,) int
+        Base driving each curve when it is a root strand: 0 (the object) for free curves, one
+        base per curve for hair on a surface.
+    base_matrices : (F, n_bases, 4, 4) float64
+        Rigid world transforms of the bases at frames ``frame_start .. frame_end``.
+    attachment : SurfaceAttachment or None
+        For hair on a surface, where each root sits on it.
+    fingerprint : str
+        :func:`input_fingerprint` of the object when sampled.
+    trajectory : BaseTrajectory
+        C² interpolation of ``base_matrices``, time 0 at ``frame_start``.
+    """
+
+    drawn: DrawnCurves
+    frame_start: int
+    frame_end: int
+    fps: float
+    base_of_curve: np.ndarray
+    base_matrices: np.ndarray
+    attachment: SurfaceAttachment | None
+    fingerprint: str
+    trajectory: BaseTrajectory
+
+    def matrices_at(self, frame: int) -> np.ndarray:
+        """Sampled base transforms (n_bases, 4, 4) at a frame inside the range."""
+        return self.base_matrices[frame - self.frame_start]
+
+
+@dataclass
+class _Sampler:
+    """Collects one object's input while :func:`prepare_inputs` steps through frames."""
+
+    ob: bpy.types.Object
+    frame_start: int
+    frame_end: int
+    drawn: DrawnCurves | None = None
+    attachment: SurfaceAttachment | None = None
+    matrices: list = field(default_factory=list)
+
+    def sample(self, frame: int, depsgraph: bpy.types.Depsgraph) -> None:
+        if frame == self.frame_start:
+            self.drawn = read_drawn_curves(self.ob, depsgraph)
+            surface = hair_surface(self.ob)
+            if surface is not None:
+                roots = np.array([points[0] for points in self.drawn.polylines])
+                self.attachment = attach_to_surface(self.ob, surface, roots, depsgraph)
+        self.matrices.append(read_base_matrices(self.ob, self.attachment, depsgraph))
+
+
+def read_base_matrices(
+    ob: bpy.types.Object, attachment: SurfaceAttachment | None, depsgraph: bpy.types.Depsgraph
+) -> np.ndarray:
+    """The object's base transforms (n_bases, 4, 4) at the depsgraph's frame."""
+    if attachment is not None:
+        return surface_base_matrices(ob, attachment, depsgraph)
+    return object_base_matrix(ob, depsgraph)
+
+
+def prepare_inputs(
+    scene: bpy.types.Scene,
+    view_layer: bpy.types.ViewLayer,
+    requests: list[tuple[bpy.types.Object, int, int]],
+) -> tuple[dict[str, PreparedInput], dict[str, str]]:
+    """Sample ``(object, frame_start, frame_end)`` requests in one pass over the frames.
+
+    Must not run inside a frame handler: it calls ``scene.frame_set`` for every frame of the
+    requested ranges and restores the current frame (and subframe) afterwards, even on error.
+    Returns the prepared inputs and, separately, a message per object that could not be read.
+    """
+    fps = frames_per_second(scene)
+    samplers, errors = {}, {}
+    for ob, frame_start, frame_end in requests:
+        if frame_end < frame_start:
+            errors[ob.name] = (
+                f"object {ob.name!r}: the simulation ends (frame {frame_end}) before it starts "
+                f"(frame {frame_start})"
+            )
+        else:
+            samplers[ob.name] = _Sampler(ob, frame_start, frame_end)
+    frames = sorted({f for s in samplers.values() for f in range(s.frame_start, s.frame_end + 1)})
+    original = (scene.frame_current, scene.frame_subframe)
+    with sampling():
+        try:
+            for frame in frames:
+                scene.frame_set(frame)
+                depsgraph = view_layer.depsgraph
+                for name, sampler in samplers.items():
+                    if name in errors or not sampler.frame_start <= frame <= sampler.frame_end:
+                        continue
+                    try:
+                        sampler.sample(frame, depsgraph)
+                    except SceneInputError as error:
+                        errors[name] = str(error)
+        finally:
+            scene.frame_set(original[0], subframe=original[1])
+
+    prepared = {}
+    for name, sampler in samplers.items():
+        if name in errors:
+            continue
+        matrices = np.stack(sampler.matrices)
+        times = np.arange(len(matrices)) / fps
+        try:
+            trajectory = BaseTrajectory(times, matrices)
+        except StrandError as error:
+            errors[name] = f"object {name!r}: its motion cannot drive strands: {error}"
+            continue
+        n_curves = len(sampler.drawn.polylines)
+        prepared[name] = PreparedInput(
+            drawn=sampler.drawn,
+            frame_start=sampler.frame_start,
+            frame_end=sampler.frame_end,
+            fps=fps,
+            base_of_curve=(
+                np.arange(n_curves) if sampler.attachment is not None else np.zeros(n_curves, int)
+            ),
+            base_matrices=matrices,
+            attachment=sampler.attachment,
+            fingerprint=input_fingerprint(sampler.ob),
+            trajectory=trajectory,
+        )
+    return prepared, errors
+
+
+class StrandSystemRuntime:
+    """The simulation of one strand system and the points of every frame it has simulated.
+
+    Cached points are float32 copies, so replaying a frame writes exactly what was written when
+    it was first simulated.
+    """
+
+    def __init__(self, prepared: PreparedInput) -> None:
+        self.prepared = prepared
+        self.stale = ""
+        """Why the prepared input no longer matches the scene ("" while it does)."""
+        self.error = ""
+        """The last error met while simulating ("" if none)."""
+        self.layout: StrandLayout | None = None
+        self.model: Model | None = None
+        """The engine's strand model (read-only), once built."""
+        self.point_radius: np.ndarray | None = None
+        self.simulation: Simulation | None = None
+        self.frames: dict[int, np.ndarray] = {}
+        self._key: tuple | None = None
+        self._failure: StrandError | None = None
+        self.failed_frame: int | None = None
+        """The frame whose step failed, if one did."""
+
+    @property
+    def last_frame(self) -> int | None:
+        """The latest simulated frame, or None if nothing is cached."""
+        return max(self.frames) if self.frames else None
+
+    def free_frames(self) -> None:
+        """Forget every simulated frame; the next request starts again from the rest shape."""
+        self.frames.clear()
+        self.error = ""
+        self._failure = None
+        self.failed_frame = None
+
+    def rest_points(self) -> np.ndarray:
+        """(n_points, 3) float32 rest shape, strand order."""
+        return self.layout.rest_points.astype(np.float32)
+
+    def build(self, settings: StrandSettings, animated: AnimatedValues) -> None:
+        """(Re)build layout, model and simulation if the settings or keyframes changed.
+
+        Raises the engine's and the adapter's errors (:class:`StrandError`); on error the
+        previous build is kept, but its frames are dropped as they no longer match the settings.
+        """
+        key = (settings, animated.fingerprint())
+        if key == self._key and self.model is not None:
+            return
+        self.free_frames()
+        prepared = self.prepared
+        layout = convert(
+            prepared.drawn,
+            prepared.base_of_curve,
+            prepared.base_matrices[0],
+            settings.conversion,
+            allow_branches=prepared.attachment is None,
+        )
+        values = animated.at(prepared.frame_start)
+        model = build_model(
+            layout.specs,
+            strand_parameters(layout, settings.model, values),
+            base_rest_poses=layout.base_rest_poses,
+            backend=settings.model.backend,
+            dtype=settings.model.precision,
+        )
+        self.layout, self.model, self._key = layout, model, key
+        self._solver = settings.model.solver
+        self._start_forces = (gravity_vector(settings, values), np.asarray(values["wind_velocity"]))
+        self.simulation = None
+        self.point_radius = point_radius(layout, settings.model)
+        self.error = ""
+
+    def _start_simulation(self) -> None:
+        # A new Simulation rather than reset(): every run from the start frame begins from the
+        # same fresh engine state, so a re-simulated frame equals the first result bit for bit.
+        gravity, wind = self._start_forces
+        simulation = Simulation(self.model, self._solver, gravity=gravity)
+        simulation.set_parameter("wind_velocity", wind)
+        simulation.reset(base_poses=self.prepared.matrices_at(self.prepared.frame_start))
+        self.simulation = simulation
+        self.frames[self.prepared.frame_start] = simulation.points().astype(np.float32)
+
+    def points_at(
+        self, frame: int, settings: StrandSettings, animated: AnimatedValues
+    ) -> np.ndarray:
+        """Simulated points (n_points, 3) float32 at ``frame``, stepping forward as needed.
+
+        Before the start frame the strands are at rest; after the end frame they hold the end
+        frame's shape. Call :meth:`build` first. If a step fails (the engine raises), the frames
+        before it stay cached and replayable, and asking for a later frame raises the same error
+        again without stepping, until the cache is freed or the settings change.
+        """
+        prepared = self.prepared
+        frame = min(max(frame, prepared.frame_start), prepared.frame_end)
+        if frame in self.frames:
+            return self.frames[frame]
+        if self._failure is not None:
+            raise self._failure
+        if not self.frames:
+            self._start_simulation()
+        simulation = self.simulation
+        dt = 1.0 / prepared.fps
+        for step_frame in range(self.last_frame + 1, frame + 1):
+            try:
+                if animated.is_animated:
+                    self._set_animated_parameters(settings, animated.at(step_frame))
+                simulation.advance(dt, prepared.trajectory)
+            except StrandError as error:
+                self._failure, self.failed_frame = error, step_frame
+                raise
+            self.frames[step_frame] = simulation.points().astype(np.float32)
+        return self.frames[frame]
+
+    def _set_animated_parameters(self, settings: StrandSettings, values: dict) -> None:
+        # The values at a frame drive the step that ends on it.
+        simulation = self.simulation
+        for name, value in engine_parameters(self.layout, settings.model, values).items():
+            simulation.set_parameter(name, value)
+        simulation.set_parameter("gravity", gravity_vector(settings, values))
+        simulation.set_parameter("wind_velocity", np.asarray(values["wind_velocity"]))
+
+    def cached_bytes(self) -> int:
+        """Memory held by cached frames."""
+        return sum(points.nbytes for points in self.frames.values())

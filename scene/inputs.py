@@ -1,0 +1,302 @@
+"""Reading what the artist drew: curves as world-space polylines, and the bases that carry them.
+
+Everything here reads the *evaluated* scene (modifiers, shape keys, parents, constraints) at the
+depsgraph's current frame and returns host NumPy arrays; nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+from mathutils.bvhtree import BVHTree
+
+from .errors import SceneInputError
+from .geometry import (
+    COINCIDENT_DISTANCE,
+    barycentric_coordinates,
+    polyline_length,
+    rigid_part,
+    triangle_frames,
+)
+
+STRAND_OBJECT_TYPES = ("CURVE", "CURVES")
+
+
+@dataclass(frozen=True)
+class DrawnCurves:
+    """The splines of one object as dense polylines in world space.
+
+    Attributes
+    ----------
+    object_name : str
+    polylines : list of (P_i, 3) float64 arrays, m, world
+        Blender's own tessellation of each spline (Bézier and NURBS at the curve's resolution;
+        hair curves through their control points); ``polylines[i][0]`` is the root.
+    labels : list of str
+        ``"spline 3"`` (legacy curves) or ``"curve 3"`` (hair curves), for messages.
+    """
+
+    object_name: str
+    polylines: list[np.ndarray]
+    labels: list[str]
+
+
+def _world(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    return points @ matrix[:3, :3].T + matrix[:3, 3]
+
+
+def _chains(vertex_count: int, edges: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, stop)`` vertex ranges of the wire mesh Blender makes from a legacy curve.
+
+    Blender writes each spline's evaluated points contiguously, joined by edges ``(i, i + 1)``
+    (plus a closing edge for cyclic splines); a spline starts wherever that edge is missing.
+    """
+    linked = np.zeros(max(vertex_count - 1, 0), dtype=bool)
+    consecutive = edges[:, 1] - edges[:, 0] == 1
+    linked[edges[consecutive, 0]] = True
+    backwards = edges[:, 0] - edges[:, 1] == 1
+    linked[edges[backwards, 1]] = True
+    starts = np.concatenate(([0], np.nonzero(~linked)[0] + 1))
+    stops = np.concatenate((starts[1:], [vertex_count]))
+    return list(zip(starts.tolist(), stops.tolist(), strict=True))
+
+
+def _legacy_polylines(ob: bpy.types.Object, evaluated: bpy.types.Object) -> list[np.ndarray]:
+    splines = ob.data.splines
+    mesh = evaluated.to_mesh()
+    try:
+        if len(mesh.polygons):
+            raise SceneInputError(
+                f"object {ob.name!r}: its curves have Bevel or Extrude geometry, so Blender "
+                "evaluates them as a surface, not a centre line; set Geometry > Bevel Depth and "
+                "Extrude to 0 (the strands' preview object shows their thickness)"
+            )
+        co = np.empty(len(mesh.vertices) * 3)
+        mesh.vertices.foreach_get("co", co)
+        edges = np.empty(len(mesh.edges) * 2, dtype=np.int64)
+        mesh.edges.foreach_get("vertices", edges)
+    finally:
+        evaluated.to_mesh_clear()
+    co, edges = co.reshape(-1, 3), edges.reshape(-1, 2)
+    chains = _chains(len(co), edges)
+    if len(chains) != len(splines):
+        raise SceneInputError(
+            f"object {ob.name!r}: its modifiers turn {len(splines)} spline(s) into "
+            f"{len(chains)} pieces; strands need one piece per spline (remove modifiers that add "
+            "or split curves)"
+        )
+    return [co[start:stop] for start, stop in chains]
+
+
+def _hair_polylines(evaluated: bpy.types.Object) -> list[np.ndarray]:
+    curves = evaluated.data
+    co = np.empty(len(curves.points) * 3)
+    curves.attributes["position"].data.foreach_get("vector", co)
+    offsets = np.empty(len(curves.curves) + 1, dtype=np.int64)
+    curves.curve_offset_data.foreach_get("value", offsets)
+    co = co.reshape(-1, 3)
+    return [co[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+
+
+def _cyclic_indices(ob: bpy.types.Object) -> list[int]:
+    if ob.type == "CURVE":
+        return [i for i, spline in enumerate(ob.data.splines) if spline.use_cyclic_u]
+    cyclic = ob.data.attributes.get("cyclic")
+    if cyclic is None or cyclic.domain != "CURVE":
+        return []
+    flags = np.zeros(len(ob.data.curves), dtype=bool)
+    cyclic.data.foreach_get("value", flags)
+    return np.nonzero(flags)[0].tolist()
+
+
+def read_drawn_curves(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> DrawnCurves:
+    """The object's splines as world-space polylines at the depsgraph's frame.
+
+    Raises :class:`SceneInputError` naming the object and every spline that cannot be a strand:
+    a single point, zero length (all points coincide), or a closed (cyclic) spline.
+    """
+    if ob.type not in STRAND_OBJECT_TYPES:
+        raise SceneInputError(
+            f"object {ob.name!r} is a {ob.type.title()} object; strands are made from Curve and "
+            "Curves (hair) objects"
+        )
+    evaluated = ob.evaluated_get(depsgraph)
+    if ob.type == "CURVE":
+        local, kind = _legacy_polylines(ob, evaluated), "spline"
+    else:
+        local, kind = _hair_polylines(evaluated), "curve"
+    if not local:
+        raise SceneInputError(f"object {ob.name!r} has no {kind}s")
+    matrix = np.array(evaluated.matrix_world, dtype=np.float64)
+    polylines = [_world(points, matrix) for points in local]
+
+    problems = [f"{kind} {i} is closed (cyclic); strands are open" for i in _cyclic_indices(ob)]
+    for i, points in enumerate(polylines):
+        if len(points) < 2:
+            problems.append(f"{kind} {i} has a single point")
+        elif polyline_length(points) <= COINCIDENT_DISTANCE:
+            problems.append(f"{kind} {i} has zero length (all its points coincide)")
+    if problems:
+        raise SceneInputError(f"object {ob.name!r}: " + "; ".join(sorted(set(problems))))
+    return DrawnCurves(ob.name, polylines, [f"{kind} {i}" for i in range(len(polylines))])
+
+
+def object_base_matrix(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> np.ndarray:
+    """Rigid world transform (1, 4, 4) of the object as evaluated (parents, bones, constraints)."""
+    matrix = np.array(ob.evaluated_get(depsgraph).matrix_world, dtype=np.float64)
+    return rigid_part(matrix[None])
+
+
+def hair_surface(ob: bpy.types.Object) -> bpy.types.Object | None:
+    """The mesh a Curves object's hair grows on, or None for free-standing curves."""
+    if ob.type != "CURVES" or ob.data.surface is None:
+        return None
+    surface = ob.data.surface
+    if surface.type != "MESH":
+        raise SceneInputError(
+            f"object {ob.name!r}: its surface {surface.name!r} is a {surface.type.title()} "
+            "object; hair roots can follow a Mesh surface only"
+        )
+    return surface
+
+
+def _surface_triangles(
+    surface: bpy.types.Object, depsgraph: bpy.types.Depsgraph
+) -> tuple[np.ndarray, np.ndarray]:
+    """World vertex positions (V, 3) and triangle corner indices (T, 3) of the evaluated mesh."""
+    evaluated = surface.evaluated_get(depsgraph)
+    mesh = evaluated.to_mesh()
+    try:
+        mesh.calc_loop_triangles()
+        co = np.empty(len(mesh.vertices) * 3)
+        mesh.vertices.foreach_get("co", co)
+        triangles = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int64)
+        mesh.loop_triangles.foreach_get("vertices", triangles)
+    finally:
+        evaluated.to_mesh_clear()
+    matrix = np.array(evaluated.matrix_world, dtype=np.float64)
+    return _world(co.reshape(-1, 3), matrix), triangles.reshape(-1, 3)
+
+
+@dataclass(frozen=True)
+class SurfaceAttachment:
+    """Where each hair root sits on its surface mesh, found once in the rest pose.
+
+    Attributes
+    ----------
+    surface_name : str
+    triangle : (n,) int, index into the evaluated mesh's loop triangles
+    barycentric : (n, 3) float64
+    triangle_count : int
+        Loop triangles of the evaluated mesh when attached; a different count later means the
+        surface's topology changed and the attachment no longer applies.
+    """
+
+    surface_name: str
+    triangle: np.ndarray
+    barycentric: np.ndarray
+    triangle_count: int
+
+
+def attach_to_surface(
+    ob: bpy.types.Object,
+    surface: bpy.types.Object,
+    roots: np.ndarray,
+    depsgraph: bpy.types.Depsgraph,
+) -> SurfaceAttachment:
+    """Attach each root ``(n, 3)`` (world) to its closest triangle of the evaluated surface."""
+    co, triangles = _surface_triangles(surface, depsgraph)
+    if len(triangles) == 0:
+        raise SceneInputError(
+            f"object {ob.name!r}: its surface {surface.name!r} has no faces to attach roots to"
+        )
+    tree = BVHTree.FromPolygons(co.tolist(), triangles.tolist(), all_triangles=True)
+    nearest = np.empty(len(roots), dtype=np.int64)
+    for i, root in enumerate(roots):
+        location, _normal, index, _distance = tree.find_nearest(root.tolist())
+        if location is None:
+            raise SceneInputError(f"object {ob.name!r}: curve {i} found no surface triangle")
+        nearest[i] = index
+    barycentric = barycentric_coordinates(co[triangles[nearest]], roots)
+    _, areas = triangle_frames(co[triangles[nearest]], barycentric)
+    collapsed = np.nonzero(areas <= 0)[0]
+    if collapsed.size:
+        raise SceneInputError(
+            f"object {ob.name!r}: curve {int(collapsed[0])} roots on a zero-area face of "
+            f"{surface.name!r}"
+        )
+    return SurfaceAttachment(surface.name, nearest, barycentric, len(triangles))
+
+
+def surface_base_matrices(
+    ob: bpy.types.Object, attachment: SurfaceAttachment, depsgraph: bpy.types.Depsgraph
+) -> np.ndarray:
+    """Rigid world frame (n, 4, 4) of each attached root on the evaluated, deformed surface."""
+    surface = bpy.data.objects.get(attachment.surface_name)
+    if surface is None:
+        raise SceneInputError(
+            f"object {ob.name!r}: its surface object {attachment.surface_name!r} is gone"
+        )
+    co, triangles = _surface_triangles(surface, depsgraph)
+    if len(triangles) != attachment.triangle_count:
+        raise SceneInputError(
+            f"object {ob.name!r}: the surface {surface.name!r} changed from "
+            f"{attachment.triangle_count} to {len(triangles)} triangles; hair roots can follow "
+            "a surface that deforms, not one whose topology changes"
+        )
+    matrices, areas = triangle_frames(co[triangles[attachment.triangle]], attachment.barycentric)
+    collapsed = np.nonzero(areas <= 0)[0]
+    if collapsed.size:
+        raise SceneInputError(
+            f"object {ob.name!r}: the surface face under curve {int(collapsed[0])} collapsed "
+            "to zero area"
+        )
+    return matrices
+
+
+def input_fingerprint(ob: bpy.types.Object) -> str:
+    """A digest of the object's original (unevaluated) curve data and modifier stack.
+
+    Cheap enough to take on every frame change; it notices edits of the drawn curves at any
+    frame. Evaluated-only changes (a modifier's settings) are picked up by Free Cache.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    data = ob.data
+    if ob.type == "CURVE":
+        for spline in data.splines:
+            digest.update(
+                repr(
+                    (
+                        spline.type,
+                        spline.use_cyclic_u,
+                        spline.order_u,
+                        spline.resolution_u,
+                        spline.use_endpoint_u,
+                        spline.use_bezier_u,
+                    )
+                ).encode()
+            )
+            if spline.type == "BEZIER":
+                for attribute in ("co", "handle_left", "handle_right"):
+                    values = np.empty(len(spline.bezier_points) * 3)
+                    spline.bezier_points.foreach_get(attribute, values)
+                    digest.update(values.tobytes())
+            else:
+                values = np.empty(len(spline.points) * 4)
+                spline.points.foreach_get("co", values)
+                digest.update(values.tobytes())
+        digest.update(repr((data.resolution_u, data.bevel_depth, data.extrude)).encode())
+    else:
+        values = np.empty(len(data.points) * 3)
+        data.attributes["position"].data.foreach_get("vector", values)
+        offsets = np.empty(len(data.curves) + 1, dtype=np.int64)
+        data.curve_offset_data.foreach_get("value", offsets)
+        digest.update(values.tobytes())
+        digest.update(offsets.tobytes())
+        digest.update(repr(data.surface.name if data.surface else None).encode())
+    modifiers = [(m.name, m.type, m.show_viewport) for m in ob.modifiers]
+    digest.update(repr(modifiers).encode())
+    return digest.hexdigest()

@@ -1,0 +1,146 @@
+"""Scenes built from code for the scene tests, and the checks an artist would make on them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import bpy
+import numpy as np
+from mathutils import Matrix
+
+
+def link(ob: bpy.types.Object) -> bpy.types.Object:
+    bpy.context.scene.collection.objects.link(ob)
+    return ob
+
+
+def select_only(*objects: bpy.types.Object) -> None:
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(False)
+    for ob in objects:
+        ob.select_set(True)
+    bpy.context.view_layer.objects.active = objects[0] if objects else None
+
+
+def poly_curve(name: str, splines: Sequence[Sequence[Sequence[float]]], kind: str = "POLY"):
+    """A legacy Curve object with one POLY (or NURBS) spline per point list, object space."""
+    curve = bpy.data.curves.new(name, "CURVE")
+    curve.dimensions = "3D"
+    for points in splines:
+        spline = curve.splines.new(kind)
+        spline.points.add(len(points) - 1)
+        spline.points.foreach_set("co", np.hstack([points, np.ones((len(points), 1))]).ravel())
+        if kind == "NURBS":
+            spline.use_endpoint_u = True
+            spline.order_u = min(4, len(points))
+    return link(bpy.data.objects.new(name, curve))
+
+
+def bezier_curve(name: str, splines: Sequence[Sequence[Sequence[float]]], handles: str = "VECTOR"):
+    """A legacy Curve object with one Bézier spline per list of knots."""
+    curve = bpy.data.curves.new(name, "CURVE")
+    curve.dimensions = "3D"
+    for knots in splines:
+        spline = curve.splines.new("BEZIER")
+        spline.bezier_points.add(len(knots) - 1)
+        for point, co in zip(spline.bezier_points, knots, strict=True):
+            point.co = co
+            point.handle_left_type = point.handle_right_type = handles
+    return link(bpy.data.objects.new(name, curve))
+
+
+def hair_curves(name: str, curves: Sequence[Sequence[Sequence[float]]]) -> bpy.types.Object:
+    """A Curves (hair) object with one curve per point list, object space."""
+    data = bpy.data.hair_curves.new(name)
+    data.add_curves([len(points) for points in curves])
+    data.attributes["position"].data.foreach_set(
+        "vector", np.concatenate([np.asarray(p, dtype=np.float32) for p in curves]).ravel()
+    )
+    return link(bpy.data.objects.new(name, data))
+
+
+def grid_mesh(name: str, size: float = 1.0, cuts: int = 2) -> bpy.types.Object:
+    """A flat square mesh in the xy plane, centred on the origin, ``cuts`` quads a side."""
+    step = np.linspace(-size / 2, size / 2, cuts + 1)
+    vertices = [(x, y, 0.0) for y in step for x in step]
+    faces = [
+        (
+            j * (cuts + 1) + i,
+            j * (cuts + 1) + i + 1,
+            (j + 1) * (cuts + 1) + i + 1,
+            (j + 1) * (cuts + 1) + i,
+        )
+        for j in range(cuts)
+        for i in range(cuts)
+    ]
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata(vertices, [], faces)
+    return link(bpy.data.objects.new(name, mesh))
+
+
+def add_strand_system(*objects: bpy.types.Object) -> set[str]:
+    """Select the objects and press Add Strand System, as an artist would."""
+    select_only(*objects)
+    return bpy.ops.oriented_strands.add_strand_system()
+
+
+def preview(ob: bpy.types.Object) -> bpy.types.Object:
+    return ob.oriented_strands.preview_object
+
+
+def preview_strands(ob: bpy.types.Object) -> list[np.ndarray]:
+    """Each strand of the preview object as its (points, 3) world positions."""
+    curves = preview(ob).data
+    positions = np.empty(len(curves.points) * 3, dtype=np.float32)
+    curves.attributes["position"].data.foreach_get("vector", positions)
+    offsets = np.empty(len(curves.curves) + 1, dtype=np.int64)
+    curves.curve_offset_data.foreach_get("value", offsets)
+    positions = positions.reshape(-1, 3).astype(np.float64)
+    matrix = np.array(preview(ob).matrix_world)
+    positions = positions @ matrix[:3, :3].T + matrix[:3, 3]
+    return [positions[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+
+
+def preview_points(ob: bpy.types.Object) -> np.ndarray:
+    return np.concatenate(preview_strands(ob))
+
+
+def segment_lengths(points: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(np.diff(points, axis=0), axis=1)
+
+
+def world(ob: bpy.types.Object, local_point: Sequence[float]) -> np.ndarray:
+    """A point given in the object's space, in world space at the current frame."""
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    matrix = ob.evaluated_get(depsgraph).matrix_world
+    return np.array(matrix @ Matrix.Translation(local_point).to_translation())
+
+
+def scene_snapshot() -> dict:
+    """What an artist would see change in the scene: objects, data, transforms, frame,
+    strand settings and curve shapes."""
+    snapshot = {
+        "frame": bpy.context.scene.frame_current,
+        "objects": sorted(ob.name for ob in bpy.data.objects),
+        "curves": sorted(c.name for c in bpy.data.curves),
+        "hair_curves": sorted(c.name for c in bpy.data.hair_curves),
+        "meshes": sorted(m.name for m in bpy.data.meshes),
+        "collections": {
+            c.name: sorted(ob.name for ob in c.objects)
+            for c in [bpy.context.scene.collection, *bpy.data.collections]
+        },
+    }
+    for ob in bpy.data.objects:
+        snapshot[ob.name] = (
+            tuple(map(tuple, ob.matrix_world)),
+            ob.oriented_strands.is_system,
+            ob.oriented_strands.is_property_set("frame_start"),
+            ob.oriented_strands.preview_object,
+        )
+        if ob.type == "CURVE":
+            snapshot[ob.name + ":points"] = [
+                tuple(tuple(p.co) for p in spline.points)
+                + tuple(tuple(p.co) for p in spline.bezier_points)
+                for spline in ob.data.splines
+            ]
+    return snapshot

@@ -1,0 +1,104 @@
+"""Curves that cannot be strands are refused with a message naming them; nothing changes."""
+
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from scene_builders import (  # noqa: E402
+    add_strand_system,
+    hair_curves,
+    poly_curve,
+    scene_snapshot,
+)
+
+pytestmark = pytest.mark.usefixtures("extension")
+
+GOOD = [(0, 0, 0), (0, 0, -0.2)]
+
+
+def _refused(*objects) -> str:
+    """Press Add Strand System expecting a refusal; return the message, checking the scene is
+    exactly as before."""
+    before = scene_snapshot()
+    with pytest.raises(RuntimeError) as refusal:
+        add_strand_system(*objects)
+    assert scene_snapshot() == before
+    return str(refusal.value)
+
+
+@pytest.mark.parametrize(
+    ("splines", "fault"),
+    [
+        ([GOOD, [(1, 0, 0)]], "spline 1 has a single point"),
+        ([GOOD, [(1, 0, 0), (1, 0, 0), (1, 0, 0)]], "spline 1 has zero length"),
+        ([[(2, 0, 0)], GOOD, [(0, 1, 0), (0, 1, 0)]], "spline 0 has a single point"),
+    ],
+)
+def test_degenerate_splines_are_refused_by_name(splines, fault):
+    ob = poly_curve("broken", splines)
+    message = _refused(ob)
+    assert "'broken'" in message
+    assert fault in message
+
+
+def test_every_fault_of_an_object_is_named_at_once():
+    ob = poly_curve("broken", [[(1, 0, 0)], GOOD, [(0, 1, 0), (0, 1, 0)]])
+    message = _refused(ob)
+    assert "spline 0 has a single point" in message
+    assert "spline 2 has zero length" in message
+
+
+def test_a_closed_spline_is_refused():
+    ob = poly_curve("ring", [GOOD, [(0, 0, 0), (1, 0, 0), (1, 1, 0)]])
+    ob.data.splines[1].use_cyclic_u = True
+    assert "spline 1 is closed (cyclic)" in _refused(ob)
+
+
+def test_a_single_point_hair_curve_is_refused():
+    ob = hair_curves("fuzz", [[(0, 0, 0), (0, 0, 0.1)], [(0.1, 0, 0)]])
+    message = _refused(ob)
+    assert "'fuzz'" in message
+    assert "curve 1 has a single point" in message
+
+
+def test_bevelled_curves_are_refused_with_what_to_do():
+    ob = poly_curve("rope", [GOOD])
+    ob.data.bevel_depth = 0.01
+    assert "Bevel Depth" in _refused(ob)
+
+
+def test_branches_that_start_on_each_other_are_refused():
+    ob = poly_curve("knot", [[(0, 0, 0), (1, 0, 0)], [(0.5, 0, 0), (0.25, 0.1, 0), (0, 0, 0)]])
+    message = _refused(ob)
+    assert "spline 0, spline 1 start on each other" in message
+
+
+def test_one_bad_object_in_the_selection_stops_them_all():
+    good = poly_curve("good", [GOOD])
+    bad = poly_curve("bad", [[(0, 0, 0)]])
+    message = _refused(good, bad)
+    assert "'bad'" in message
+    assert "'good'" not in message
+    assert not good.oriented_strands.is_system
+
+
+def test_an_unavailable_backend_is_refused_with_the_reason():
+    from oriented_strands.core import available_backends
+
+    reason = available_backends()["cupy"]
+    if not reason:
+        pytest.skip("CuPy runs on this machine")
+    ob = poly_curve("gpu", [GOOD])
+    ob.oriented_strands.backend = "cupy"
+    message = _refused(ob)
+    assert "cupy" in message.lower()
+    assert "unavailable" in message
+
+
+def test_a_selection_without_curves_is_refused():
+    mesh = bpy.data.objects.new("cube", bpy.data.meshes.new("cube"))
+    bpy.context.scene.collection.objects.link(mesh)
+    before = scene_snapshot()
+    with pytest.raises(RuntimeError):
+        add_strand_system(mesh)
+    assert scene_snapshot() == before

@@ -1,0 +1,67 @@
+"""The geometry rules behind conversion, checked against brute force on random curves.
+
+``scene.geometry`` itself imports no Blender; it lives in the ``scene`` package, whose import does.
+"""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("bpy")
+
+from oriented_strands.scene.geometry import (
+    branch_cycle,
+    find_branch_attachments,
+    resample_by_arc_length,
+)
+
+
+def _brute_force(polylines, tolerance):
+    """Nearest point of every other polyline to each root, by testing every segment."""
+    found = []
+    for i, points in enumerate(polylines):
+        root, best = points[0], None
+        for j, other in enumerate(polylines):
+            if j == i:
+                continue
+            arc = 0.0
+            for a, b in zip(other[:-1], other[1:], strict=True):
+                t = np.clip(np.dot(root - a, b - a) / np.dot(b - a, b - a), 0, 1)
+                distance = np.linalg.norm(root - (a + t * (b - a)))
+                along = arc + t * np.linalg.norm(b - a)
+                arc += np.linalg.norm(b - a)
+                sibling = np.linalg.norm(other[0] - root) <= tolerance and along <= tolerance
+                if distance <= tolerance and not sibling and (best is None or distance < best[1]):
+                    best = (j, distance, along)
+        found.append(best)
+    return found
+
+
+def test_branch_attachments_match_brute_force():
+    rng = np.random.default_rng(7)
+    polylines = [np.cumsum(rng.normal(0, 0.05, (rng.integers(2, 9), 3)), axis=0) for _ in range(60)]
+    # Start some curves on others, some exactly at others' roots.
+    for k in range(0, 60, 3):
+        host = polylines[(k + 1) % 60]
+        polylines[k] = polylines[k] - polylines[k][0] + host[len(host) // 2]
+    polylines[5] = polylines[5] - polylines[5][0] + polylines[6][0]
+
+    found = find_branch_attachments(polylines, tolerance=0.01)
+    expected = _brute_force(polylines, tolerance=0.01)
+    assert sum(e is not None for e in expected) >= 20
+    for got, want in zip(found, expected, strict=True):
+        if want is None:
+            assert got is None
+        else:
+            assert (got.parent, got.distance, got.arc_length) == pytest.approx(want, abs=1e-12)
+
+
+def test_branch_cycles_are_found():
+    assert branch_cycle([None, 0, 1]) is None
+    assert sorted(branch_cycle([None, 2, 3, 1])) == [1, 2, 3]
+
+
+def test_resampling_keeps_root_and_tip_and_skips_repeated_points():
+    points = np.array([(0, 0, 0), (1, 0, 0), (1, 0, 0), (1, 2, 0)], dtype=float)
+    resampled = resample_by_arc_length(points, 6)
+    np.testing.assert_array_equal(resampled[[0, -1]], points[[0, -1]])
+    np.testing.assert_allclose(np.linalg.norm(np.diff(resampled, axis=0), axis=1), 0.5)

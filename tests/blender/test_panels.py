@@ -1,0 +1,137 @@
+"""The Physics-tab panels draw, and every control they show exists.
+
+Background Blender has no window to draw in, so each panel's draw code runs against a recording
+layout that checks every property, operator and enum it names.
+"""
+
+from types import SimpleNamespace
+
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from scene_builders import add_strand_system, grid_mesh, poly_curve, select_only  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("extension")
+
+
+class RecordingLayout:
+    """Stands in for ``bpy.types.UILayout``; remembers what was drawn."""
+
+    def __init__(self, drawn: list):
+        self.drawn = drawn
+        self.use_property_split = self.use_property_decorate = False
+        self.active = self.enabled = True
+
+    def prop(self, data, name, **_options):
+        assert name in data.bl_rna.properties, f"{data.bl_rna.identifier} has no {name!r}"
+        self.drawn.append(("prop", name))
+
+    def operator(self, idname, **_options):
+        category, name = idname.split(".")
+        assert hasattr(getattr(bpy.ops, category), name), idname
+        self.drawn.append(("operator", idname))
+
+    def operator_menu_enum(self, idname, enum, **_options):
+        category, name = idname.split(".")
+        operator = getattr(getattr(bpy.ops, category), name)
+        assert enum in operator.get_rna_type().properties, (idname, enum)
+        self.drawn.append(("menu", idname))
+
+    def label(self, text="", **_options):
+        self.drawn.append(("label", text))
+
+    def separator(self, **_options):
+        pass
+
+    def column(self, **_options):
+        return RecordingLayout(self.drawn)
+
+    row = column
+
+
+def _draw(panel_class, context):
+    """Run a panel's header and body draw code; what they drew."""
+    drawn = []
+    panel = SimpleNamespace(layout=RecordingLayout(drawn))
+    if hasattr(panel_class, "_layout"):  # the sub-panels' shared set-up
+        panel._layout = panel_class._layout.__get__(panel)
+    if hasattr(panel_class, "draw_header"):
+        panel_class.draw_header(panel, context)
+    panel_class.draw(panel, context)
+    return drawn
+
+
+def _panels():
+    from oriented_strands.panels import physics
+
+    return physics.classes
+
+
+def test_a_curve_offers_to_add_a_strand_system():
+    ob = poly_curve("strand", [[(0, 0, 0), (0, 0, -0.2)]])
+    select_only(ob)
+    main, *subpanels = [cls for cls in _panels() if "obstacle" not in cls.__name__]
+    assert main.poll(bpy.context)
+    assert _draw(main, bpy.context) == [("operator", "oriented_strands.add_strand_system")]
+    assert not any(cls.poll(bpy.context) for cls in subpanels)
+
+
+def test_a_strand_system_shows_every_panel_and_its_settings():
+    ob = poly_curve("strand", [[(0, 0, 0), (0, 0, -0.2)]])
+    add_strand_system(ob)
+    drawn = []
+    titles = []
+    for cls in _panels():
+        if cls.poll(bpy.context):
+            titles.append(cls.bl_label)
+            drawn += _draw(cls, bpy.context)
+            assert cls.bl_context == "physics"
+    assert titles == [
+        "Oriented Strands",
+        "Strand",
+        "Stiffness",
+        "Damping",
+        "Forces",
+        "Solver",
+        "Cache",
+    ]
+    shown = {name for kind, name in drawn if kind == "prop"}
+    assert {
+        "enabled",
+        "segment_count",
+        "radius",
+        "youngs_modulus",
+        "shear_modulus",
+        "bend_damping_time",
+        "gravity_source",
+        "air_drag",
+        "wind_velocity",
+        "solver_method",
+        "substeps",
+        "backend",
+        "frame_start",
+        "frame_end",
+    } <= shown
+    labels = [text for kind, text in drawn if kind == "label"]
+    assert any("cached" in text for text in labels)
+    operators = {name for kind, name in drawn if kind == "operator"}
+    assert {
+        "oriented_strands.free_cache",
+        "oriented_strands.reset_to_rest",
+        "oriented_strands.remove_strand_system",
+    } <= operators
+
+
+def test_obstacles_show_their_material_and_say_collisions_are_not_simulated_yet():
+    head = grid_mesh("head")
+    select_only(head)
+    (panel,) = [cls for cls in _panels() if "obstacle" in cls.__name__]
+    assert panel.poll(bpy.context)
+    drawn = _draw(panel, bpy.context)
+    assert ("label", "Strand collisions are not simulated yet") in drawn
+    assert {
+        ("prop", "restitution"),
+        ("prop", "static_friction"),
+        ("prop", "dynamic_friction"),
+    } <= set(drawn)

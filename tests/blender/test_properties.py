@@ -1,0 +1,88 @@
+"""The strand system's settings as an artist meets them: tooltips, units, animation, presets."""
+
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from scene_builders import add_strand_system, poly_curve  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("extension")
+
+# What the engine can change while it runs (Simulation.set_parameter); everything else defines
+# the strand model or the sampled input and must not pretend to be animatable.
+ANIMATABLE = {
+    "ellipticity",
+    "youngs_modulus",
+    "shear_modulus",
+    "stiffness_tip",
+    "stiffness_shape",
+    "bend_damping_time",
+    "twist_damping_time",
+    "damping_tip",
+    "damping_shape",
+    "custom_gravity",
+    "gravity_factor",
+    "air_drag",
+    "wind_velocity",
+}
+
+
+def _properties(group):
+    return {p.identifier: p for p in group.bl_rna.properties if p.identifier != "rna_type"}
+
+
+def test_exactly_the_parameters_the_engine_can_change_are_animatable():
+    props = _properties(bpy.types.Object.bl_rna.properties["oriented_strands"].fixed_type)
+    assert {name for name, p in props.items() if p.is_animatable} == ANIMATABLE
+
+
+@pytest.mark.parametrize("pointer", ["oriented_strands", "oriented_strands_obstacle"])
+def test_every_setting_has_a_tooltip(pointer):
+    props = _properties(bpy.types.Object.bl_rna.properties[pointer].fixed_type)
+    assert [name for name, p in props.items() if len(p.description) < 20] == []
+
+
+def test_lengths_and_speeds_carry_blender_units():
+    props = _properties(bpy.types.Object.bl_rna.properties["oriented_strands"].fixed_type)
+    units = {name: props[name].unit for name in props if props[name].type == "FLOAT"}
+    for name in ("segment_length", "branch_tolerance", "radius"):
+        assert units[name] == "LENGTH"
+    assert units["wind_velocity"] == "VELOCITY"
+    assert units["custom_gravity"] == "ACCELERATION"
+
+
+def test_backend_selector_says_what_runs_on_this_machine():
+    from oriented_strands import scene
+    from oriented_strands.core import available_backends
+
+    items = {identifier: description for identifier, _, description, _ in scene.backend_items()}
+    for name, reason in available_backends().items():
+        assert items[name] == (f"Unavailable: {reason}" if reason else "Available on this machine")
+
+
+@pytest.mark.parametrize(
+    "preset",
+    ["STRAIGHT_HAIR", "WAVY_HAIR", "CURLY_HAIR", "GREEN_WOOD_TWIG", "LEAF_STEM", "GRASS_BLADE"],
+)
+def test_material_presets_give_a_strand_that_simulates(factory_scene, preset):
+    factory_scene.frame_end = 6
+    ob = poly_curve("strand", [[(0, 0, 0), (0.1, 0, -0.1), (0.2, 0, -0.1)]])
+    add_strand_system(ob)
+    assert bpy.ops.oriented_strands.apply_material_preset(preset=preset) == {"FINISHED"}
+    for frame in range(1, 7):
+        factory_scene.frame_set(frame)
+    from oriented_strands import scene
+
+    text, icon = scene.status(ob)
+    assert icon != "ERROR", text
+    assert text.startswith("6 frames cached")
+
+
+def test_obstacles_carry_a_contact_material():
+    mesh = bpy.data.objects.new("head", bpy.data.meshes.new("head"))
+    material = mesh.oriented_strands_obstacle
+    material.use_obstacle = True
+    material.restitution, material.static_friction, material.dynamic_friction = 0.2, 0.6, 0.5
+    assert (material.restitution, material.static_friction) == pytest.approx((0.2, 0.6))
+    material.restitution = 3.0
+    assert material.restitution == 1.0  # clamped to its range
