@@ -6,6 +6,12 @@ end of the step (see the glossary in :mod:`.spatial`), so a spatial vector moves
 its parent unchanged: forward passes are prefix sums down the tree and backward passes are sums
 up the tree. Arrays are component-major: ``(6, N)``, ``(3, 3, N)``, …
 
+What does not depend on a link's parent is computed for the whole forest at once; the loops over
+depth levels keep only the truly sequential steps, few operations each, on parents addressed by
+slices where the layout allows (``Model.level_parent_slice``). Per-level operations on a thousand
+strands cost NumPy about as much in call overhead as in arithmetic, so the operation count of the
+level loops, not the arithmetic, sets the speed.
+
 Contracts
 ---------
 - :func:`forward_kinematics` — joint rotations and base poses -> link frames (``oR``, ``op``).
@@ -14,6 +20,8 @@ Contracts
 - :func:`joint_torques` — spring (paper eq. 18) and damping torques at the joints.
 - :func:`factorize` / :func:`solve` — articulated-body solution of ``(M(q) + A) x = b`` with
   joint-local 3x3 blocks ``A`` folded into each joint's articulated inertia; linear time.
+- :func:`tree_sum` / :func:`tree_max` — per-tree reductions (the Newton iteration's per-tree
+  convergence test and acceleration).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from typing import Any
 
 from . import spatial
 from .model import Model
-from .spatial import cross, dot, matmul, matTvec, matvec
+from .spatial import add_cross, cross, dot, matTvec, matvec
 from .state import Control
 
 
@@ -33,23 +41,30 @@ class Data:
 
     Attributes (component-major, level-major, ``N = n_links``)
     ----------
+    orientation : (4, N) world orientation of each link frame, unit quaternion
     oR : (3, 3, N) world rotation of each link frame
-    op : (3, N) world position of each joint, m
+    op : (3, N) world position of each joint, m (after :func:`forward_kinematics`)
     r : (3, N) joint position relative to the tree's reference point, m
     c : (3, N) centre of mass relative to the tree's reference point, m
     v, a, f : (6, N) spatial velocity, acceleration and force ``[angular; linear]``; after
         :func:`inverse_dynamics`, ``f`` is the force each link's subtree receives through its joint
     tau : (3, N) joint torques of inverse dynamics, link frame, N·m
+    joint_velocity : (6, N) ``S w`` of the last :func:`inverse_dynamics`
     S : (6, 3, N) joint motion subspaces
-    U, W, UDinv : (6, 3, N) ``IA S``, ``IAᵀ S`` and ``IA S Dinv`` (``IA`` need not be symmetric)
+    UDinv : (6, 3, N) ``U Dinv = IA S Dinv`` (``IA`` need not be symmetric)
+    DinvWt : (3, 6, N) ``Dinv Wᵀ = Dinv Sᵀ IA``
     Dinv : (3, 3, N) inverse joint-space articulated inertias
-    IA : (6, 6, N) articulated inertias
+    IA : (6, 6, N) articulated inertias (consumed by :func:`factorize`)
     pA : (6, N) articulated bias forces of a solve
     u : (3, N) joint-space bias of a solve
     x : (3, N) solution of a solve
     solve_a : (6, N) spatial accelerations of a solve
+    dw : (3, N) joint-velocity change of the last implicit step, rad/s: the next step's Newton
+        iteration starts from ``w + dw`` (zero after allocation; :meth:`.Simulation.reset`
+        clears it)
     """
 
+    orientation: Any
     oR: Any
     op: Any
     r: Any
@@ -58,16 +73,17 @@ class Data:
     a: Any
     f: Any
     tau: Any
+    joint_velocity: Any
     S: Any
-    U: Any
-    W: Any
     UDinv: Any
+    DinvWt: Any
     Dinv: Any
     IA: Any
     pA: Any
     u: Any
     x: Any
     solve_a: Any
+    dw: Any
 
     @classmethod
     def for_model(cls, model: Model) -> Data:
@@ -78,66 +94,135 @@ class Data:
             return xp.zeros((*shape, n), dtype=dtype)
 
         return cls(
-            oR=empty(3, 3), op=empty(3), r=empty(3), c=empty(3),
-            v=empty(6), a=empty(6), f=empty(6), tau=empty(3),
-            S=empty(6, 3), U=empty(6, 3), W=empty(6, 3), UDinv=empty(6, 3), Dinv=empty(3, 3),
-            IA=empty(6, 6),
-            pA=empty(6), u=empty(3), x=empty(3), solve_a=empty(6),
+            orientation=empty(4), oR=empty(3, 3), op=empty(3), r=empty(3), c=empty(3),
+            v=empty(6), a=empty(6), f=empty(6), tau=empty(3), joint_velocity=empty(6),
+            S=empty(6, 3), UDinv=empty(6, 3), DinvWt=empty(3, 6), Dinv=empty(3, 3),
+            IA=empty(6, 6), pA=empty(6), u=empty(3), x=empty(3), solve_a=empty(6), dw=empty(3),
         )  # fmt: skip
 
 
-def forward_kinematics(
-    model: Model, data: Data, q: Any, base_rotation: Any, base_position: Any
-) -> None:
-    """World frames of all links from joint rotations and base poses -> ``data.oR``, ``data.op``.
+# --- addressing parents -------------------------------------------------------------------------
+
+
+def _base_values(model: Model, values: Any) -> Any:
+    """Per depth-0 link, its base's entry of ``values`` (..., T); broadcastable (..., n_trees)."""
+    if model.n_bases == 1:
+        return values[..., :1]
+    return values[..., model.level_base]
+
+
+def _parent_values(model: Model, values: Any, depth: int) -> Any:
+    """``values`` (..., N) at the parents of the links of level ``depth >= 1``."""
+    parents = model.level_parent_slice[depth]
+    if parents is None:
+        parents = model.level_parent[depth]
+    return values[..., parents]
+
+
+def _tail_parent_values(model: Model, values: Any) -> Any:
+    """``values`` (..., N) at the parent of every link below depth 0: (..., N - n_trees)."""
+    if model.parent_shift:
+        return values[..., : model.n_links - model.n_trees]
+    return values[..., model.link_parent_tail]
+
+
+def _accumulate_down(model: Model, increments: Any, root_values: Any, out: Any) -> None:
+    """Prefix sum down the forest: ``out[:, i] = out[:, parent(i)] + increments[:, i]``.
+
+    ``root_values`` (C, T) is each base's value, or None for zero; ``out`` may be ``increments``.
+    """
+    xp = model.xp
+    level = model.level_slices[0]
+    if root_values is not None:
+        xp.add(_base_values(model, root_values), increments[..., level], out=out[..., level])
+    elif out is not increments:
+        out[..., level] = increments[..., level]
+    for depth in range(1, model.n_levels):
+        level = model.level_slices[depth]
+        xp.add(_parent_values(model, out, depth), increments[..., level], out=out[..., level])
+
+
+def _accumulate_up(model: Model, values: Any, combine: Any = None) -> None:
+    """Combine every link's value into its ancestors', in place (deepest level first).
+
+    ``combine`` is a binary ufunc of the backend (default ``add``; ``maximum`` for tree maxima).
+    """
+    xp = model.xp
+    combine = xp.add if combine is None else combine
+    for depth in range(model.n_levels - 1, 0, -1):
+        level = model.level_slices[depth]
+        parents = model.level_parent_slice[depth]
+        if parents is not None:
+            target = values[..., parents]
+            combine(target, values[..., level], out=target)
+            continue
+        children_values = values[..., level]
+        for children, parents in model.child_rounds[depth]:
+            values[..., parents] = combine(values[..., parents], children_values[..., children])
+
+
+def tree_sum(model: Model, values: Any) -> Any:
+    """Sum of ``values`` (C, N) over the links of each tree: (C, n_trees).
+
+    The order of summation depends only on the tree itself, so a tree's sums do not change when
+    other trees are added to or removed from the model.
+    """
+    if model.parent_shift and model.n_links % model.n_trees == 0:
+        return values.reshape(values.shape[0], -1, model.n_trees).sum(axis=1)
+    total = values.copy()
+    _accumulate_up(model, total)
+    return total[:, : model.n_trees]
+
+
+def tree_max(model: Model, values: Any) -> Any:
+    """Largest of ``values`` (N,) over the links of each tree: (n_trees,)."""
+    if model.parent_shift and model.n_links % model.n_trees == 0:
+        return values.reshape(-1, model.n_trees).max(axis=0)
+    largest = values.copy()
+    _accumulate_up(model, largest, model.xp.maximum)
+    return largest[: model.n_trees]
+
+
+# --- kinematics and inverse dynamics ------------------------------------------------------------
+
+
+def _link_frames(model: Model, data: Data, q: Any, base_rotation: Any) -> None:
+    """World frames of all links -> ``data.oR``, and joint positions relative to their tree's base
+    origin -> ``data.r``.
 
     Orientations are composed as quaternions level by level (a quarter of the work of 3x3
     products) and turned into matrices once; joint positions are then a prefix sum of each
     parent's rotation applied to the joint offset.
     """
     xp = model.xp
-    base_orientation = spatial.matrix_to_quat(xp, base_rotation)
-    orientation = xp.empty_like(q)
-    for depth, (start, stop) in enumerate(model.level_bounds):
-        if depth == 0:
-            parent_orientation = base_orientation[:, model.level_base]
-        else:
-            parent_orientation = orientation[:, model.level_parent[depth]]
-        orientation[:, start:stop] = spatial.quat_multiply(xp, parent_orientation, q[:, start:stop])
-    data.oR[...] = spatial.quat_to_matrix(xp, orientation)
-    frames = xp.concatenate((data.oR, base_rotation), axis=2)
-    offsets = matvec(xp, frames[:, :, model.link_parent_frame], model.joint_offset)
-    _accumulate_down(model, offsets, base_position, data.op)
+    orientation = data.orientation
+    level = model.level_slices[0]
+    base_orientation = _base_values(model, spatial.matrix_to_quat(xp, base_rotation))
+    spatial.quat_multiply(xp, base_orientation, q[:, level], out=orientation[:, level])
+    for depth in range(1, model.n_levels):
+        level = model.level_slices[depth]
+        parent = _parent_values(model, orientation, depth)
+        spatial.quat_multiply(xp, parent, q[:, level], out=orientation[:, level])
+    spatial.quat_to_matrix(xp, orientation, out=data.oR)
+    n_trees = model.n_trees
+    offset = model.joint_offset
+    data.r[:, :n_trees] = matvec(xp, base_rotation[:, :, model.level_base], offset[:, :n_trees])
+    data.r[:, n_trees:] = matvec(xp, _tail_parent_values(model, data.oR), offset[:, n_trees:])
+    _accumulate_down(model, data.r, None, data.r)
 
 
-def _relative_positions(model: Model, data: Data, reference: Any) -> None:
-    """Joint and centre-of-mass positions relative to each tree's reference point."""
-    data.r[...] = data.op - reference[:, model.link_base]
+def forward_kinematics(
+    model: Model, data: Data, q: Any, base_rotation: Any, base_position: Any
+) -> None:
+    """World frames of all links from joint rotations and base poses -> ``data.oR``, ``data.op``
+    (and ``data.r``, the joint positions relative to each tree's base origin)."""
+    _link_frames(model, data, q, base_rotation)
+    data.op[...] = data.r + base_position[:, model.link_base]
+
+
+def _centres_of_mass(model: Model, data: Data) -> None:
+    """Centres of mass relative to each tree's reference point -> ``data.c``."""
     data.c[...] = data.r + data.oR[:, 1] * (0.5 * model.length)
-
-
-def _accumulate_down(model: Model, increments: Any, root_values: Any, out: Any) -> None:
-    """Prefix sum down the forest: ``out[:, i] = out[:, parent(i)] + increments[:, i]``."""
-    for depth, (start, stop) in enumerate(model.level_bounds):
-        if depth == 0:
-            parent_values = root_values[:, model.level_base]
-        else:
-            parent_values = out[:, model.level_parent[depth]]
-        out[:, start:stop] = parent_values + increments[:, start:stop]
-
-
-def _accumulate_up(model: Model, values: Any) -> None:
-    """Sum every link's value into its ancestors', in place (deepest level first)."""
-    for depth in range(model.n_levels - 1, 0, -1):
-        start = model.level_bounds[depth][0]
-        for children, parents in model.child_rounds[depth]:
-            values[:, parents] += values[:, start + children]
-
-
-def _motion_cross(xp: Any, v: Any, m: Any) -> Any:
-    """Spatial motion cross product ``v × m`` of (6, ...) vectors."""
-    omega, u = v[:3], v[3:]
-    return xp.concatenate((cross(xp, omega, m[:3]), cross(xp, omega, m[3:]) + cross(xp, u, m[:3])))
 
 
 def base_spatial_motion(model: Model, control: Control) -> tuple[Any, Any]:
@@ -170,39 +255,106 @@ def inverse_dynamics(model: Model, data: Data, q: Any, w: Any, wdot: Any, contro
     ``M(q) wdot + c(q, w) - tau_gravity - tau_drag - tau_external``.
     """
     xp = model.xp
-    forward_kinematics(model, data, q, control.base_rotation, control.base_position)
-    _relative_positions(model, data, control.base_position)
+    _link_frames(model, data, q, control.base_rotation)
+    _centres_of_mass(model, data)
+    oR, r, c, v, a, f = data.oR, data.r, data.c, data.v, data.a, data.f
     v0, a0 = base_spatial_motion(model, control)
 
-    joint_velocity = _joint_motion(model, data, w)
-    _accumulate_down(model, joint_velocity, v0, data.v)
-    increments = _joint_motion(model, data, wdot) + _motion_cross(xp, data.v, joint_velocity)
-    _accumulate_down(model, increments, a0, data.a)
+    # Joint velocities S w = [omega_j; r × omega_j], summed down the tree into v.
+    joint_velocity = data.joint_velocity
+    joint_velocity[:3] = matvec(xp, oR, w)
+    cross(xp, r, joint_velocity[:3], out=joint_velocity[3:])
+    _accumulate_down(model, joint_velocity, v0, v)
+    omega, u = v[:3], v[3:]
+    # Acceleration increments S wdot + v × S w, with alpha_j = R wdot:
+    # [alpha_j + omega × omega_j; r × alpha_j + omega × u_j + u × omega_j], summed in place.
+    a[:3] = matvec(xp, oR, wdot)
+    cross(xp, r, a[:3], out=a[3:])
+    add_cross(xp, a[:3], omega, joint_velocity[:3])
+    add_cross(xp, a[3:], omega, joint_velocity[3:])
+    add_cross(xp, a[3:], u, joint_velocity[:3])
+    _accumulate_down(model, a, a0, a)
+    alpha, a_linear = a[:3], a[3:]
 
-    omega, u = data.v[:3], data.v[3:]
-    alpha, a_linear = data.a[:3], data.a[3:]
-    c = data.c
-    com_velocity = u + cross(xp, omega, c)
-    com_acceleration = a_linear + cross(xp, alpha, c) + cross(xp, omega, com_velocity)
-    drag = (control.drag * model.length) * (control.wind_velocity - com_velocity)
-    force = model.mass * com_acceleration - drag - control.external_force
-    # Moment about the centre of mass, I_c alpha + omega × I_c omega, in the principal frame.
-    alpha_local = matTvec(xp, data.oR, alpha)
-    omega_local = matTvec(xp, data.oR, omega)
-    moment_local = model.inertia * alpha_local + cross(xp, omega_local, model.inertia * omega_local)
-    data.f[:3] = matvec(xp, data.oR, moment_local) + cross(xp, c, force)
-    data.f[3:] = force
+    # Link forces at the centres of mass: m a_c + drag·ℓ (v_c - wind) - f_external.
+    com_velocity = cross(xp, omega, c)
+    com_velocity += u
+    force = f[3:]
+    cross(xp, alpha, c, out=force)
+    force += a_linear
+    add_cross(xp, force, omega, com_velocity)
+    force *= model.mass
+    com_velocity -= control.wind_velocity
+    com_velocity *= control.drag * model.length
+    force += com_velocity
+    force -= control.external_force
+    # Moment about the centre of mass, I_c alpha + omega × I_c omega, in the principal frame,
+    # then about the reference point.
+    moment = matTvec(xp, oR, alpha)
+    moment *= model.inertia
+    omega_local = matTvec(xp, oR, omega)
+    add_cross(xp, moment, omega_local, model.inertia * omega_local)
+    f[:3] = matvec(xp, oR, moment)
+    add_cross(xp, f[:3], c, force)
 
-    _accumulate_up(model, data.f)
+    _accumulate_up(model, f)
     # S^T f: the moment about the joint point, in the link frame.
-    data.tau[...] = matTvec(xp, data.oR, data.f[:3] - cross(xp, data.r, data.f[3:]))
+    moment = cross(xp, f[3:], r)
+    moment += f[:3]
+    data.tau[...] = matTvec(xp, oR, moment)
     return data.tau
+
+
+# --- joint springs and damping ------------------------------------------------------------------
 
 
 def joint_damping(model: Model, control: Control) -> Any:
     """Joint damping coefficients (3, N) about the link-frame axes, N·m·s/rad."""
     bend = control.bend_damping / model.joint_length
     return model.xp.stack((bend, control.twist_damping / model.joint_length, bend))
+
+
+def _deviation(model: Model, q: Any) -> Any:
+    """Rotation of each joint away from its rest rotation, ``q_rest⁻¹ ⊗ q`` (4, N)."""
+    xp = model.xp
+    return spatial.quat_multiply(xp, spatial.quat_conjugate(xp, model.rest_rotation), q)
+
+
+def _spring_torque(model: Model, control: Control, deviation: Any) -> Any:
+    """Spring torques (3, ..., N) of joint deviations (4, ..., N), link frame, N·m (paper eq. 18).
+
+    The deviation is split ``twist ⊗ swing`` (twist about y, then swing about an axis ``b`` in
+    the cross-section). With ``p = (w, x, y, z)`` the deviation (unit, ``w >= 0``) and
+    ``n = |(w, y)|``, the twist is ``(w, 0, y, 0) / n`` and the swing ``(n, (wx - yz)/n, 0,
+    (wz + xy)/n)``, so both are written out here instead of being formed as quaternions. Bend
+    ``-2 K_b(b) tan(theta_b/2)``, twist ``-2 K_t tan(theta_t/2)``; the factor 2 makes ``K`` the
+    small-angle stiffness, ``K = rigidity / joint_length``.
+    """
+    xp = model.xp
+    p = spatial.quat_normalize(xp, deviation)
+    w, x, y, z = p[0], p[1], p[2], p[3]
+    norm = xp.sqrt(w * w + y * y)
+    # A swing of exactly pi leaves the twist undefined; any twist is then as good as another, and
+    # the swing is the whole deviation.
+    degenerate = norm < 1e-12
+    safe = xp.where(degenerate, 1.0, norm)
+    sw = xp.where(degenerate, w, norm)
+    sx = xp.where(degenerate, x, (w * x - y * z) / safe)
+    sz = xp.where(degenerate, z, (w * z + x * y) / safe)
+    # tan(theta/2) = |vector part| / scalar part; the clamps keep a half-turn finite (the torque
+    # is huge there by design: the model resists folding back on itself).
+    tan_twist = xp.where(degenerate, 0.0, y / xp.maximum(w, 1e-6 * safe))
+    swing_w = xp.maximum(sw, 1e-6)
+    k_bend = control.bend_stiffness / model.joint_length
+    twist_scale = (-2.0 / model.joint_length) * control.twist_stiffness * tan_twist
+    # The twist axis seen from the child frame: R(swing)^T y.
+    return xp.stack(
+        (
+            (-2.0 / swing_w) * k_bend[0] * sx + twist_scale * (2 * sw * sz),
+            twist_scale * (1 - 2 * (sx * sx + sz * sz)),
+            (-2.0 / swing_w) * k_bend[1] * sz - twist_scale * (2 * sw * sx),
+        )
+    )
 
 
 def joint_torques(model: Model, control: Control, q: Any, w: Any) -> Any:
@@ -213,170 +365,185 @@ def joint_torques(model: Model, control: Control, q: Any, w: Any) -> Any:
     ``-2 K_b(b) tan(theta_b/2)``, twist ``-2 K_t tan(theta_t/2)``; the factor 2 makes ``K`` the
     small-angle stiffness, ``K = rigidity / joint_length``.
     """
-    xp = model.xp
-    deviation = spatial.quat_normalize(
-        xp, spatial.quat_multiply(xp, spatial.quat_conjugate(xp, model.rest_rotation), q)
-    )
-    twist, swing = spatial.twist_swing(xp, deviation)
-    # tan(theta/2) = |vector part| / scalar part; the clamp keeps a half-turn finite (the torque
-    # is huge there by design: the model resists folding back on itself).
-    swing_w = xp.maximum(swing[0], 1e-6)
-    twist_w = xp.maximum(twist[0], 1e-6)
-    k_bend = control.bend_stiffness / model.joint_length
-    k_twist = control.twist_stiffness / model.joint_length
-    sw, sx, sz = swing[0], swing[1], swing[3]
-    # The twist axis seen from the child frame: R(swing)^T y.
-    twist_axis = xp.stack((2 * sw * sz, 1 - 2 * (sx * sx + sz * sz), -2 * sw * sx))
-    twist_torque = (-2.0 * k_twist * twist[2] / twist_w) * twist_axis
-    bend_torque = xp.stack(
-        (-2.0 * k_bend[0] * sx / swing_w, xp.zeros_like(sx), -2.0 * k_bend[1] * sz / swing_w)
-    )
-    return bend_torque + twist_torque - joint_damping(model, control) * w
+    spring = _spring_torque(model, control, _deviation(model, q))
+    return spring - joint_damping(model, control) * w
 
 
 def spring_tangent_stiffness(model: Model, control: Control, q: Any, step: float) -> Any:
     """``-dQ_spring/dtheta`` (3, 3, N) for rotations ``q ⊗ exp(theta)``, by local differences.
 
-    Each joint's spring depends on its own rotation only, so three vectorised evaluations give
-    the joint-local tangent of any spring model.
+    Each joint's spring depends on its own rotation only, so one vectorised evaluation of the
+    spring at the rotation and at its three perturbations gives the joint-local tangent of any
+    spring model.
     """
     xp = model.xp
-    zero_w = xp.zeros((3, model.n_links), dtype=model.backend.float)
-    base = joint_torques(model, control, q, zero_w)
-    columns = []
-    for axis in range(3):
-        direction = zero_w.copy()
-        direction[axis] = step
-        perturbed = spatial.quat_multiply(xp, q, spatial.quat_exp(xp, direction))
-        columns.append((base - joint_torques(model, control, perturbed, zero_w)) * (1.0 / step))
-    return xp.stack(columns, axis=1)
+    deviation = _deviation(model, q)
+    # q ⊗ exp(theta) deviates from the rest rotation by deviation ⊗ exp(theta).
+    turns = spatial.quat_exp(xp, step * xp.eye(3, dtype=model.backend.float))
+    perturbed = spatial.quat_multiply(xp, deviation[:, None], turns[:, :, None])
+    rotations = xp.concatenate((deviation[:, None], perturbed), axis=1)
+    torque = _spring_torque(model, control, rotations)
+    return (torque[:, :1] - torque[:, 1:]) * (1.0 / step)
 
 
-def _inverse3(xp: Any, m: Any) -> Any:
-    """Inverses of (3, 3, ...) matrices by the adjugate (exact, branch-free, any backend)."""
-    a, b, c = m[0, 0], m[0, 1], m[0, 2]
-    d, e, f = m[1, 0], m[1, 1], m[1, 2]
-    g, h, i = m[2, 0], m[2, 1], m[2, 2]
-    co00, co01, co02 = e * i - f * h, f * g - d * i, d * h - e * g
-    inverse_det = 1.0 / (a * co00 + b * co01 + c * co02)
-    adjugate = xp.stack(
-        (
-            xp.stack((co00, c * h - b * i, b * f - c * e)),
-            xp.stack((co01, a * i - c * g, c * d - a * f)),
-            xp.stack((co02, b * g - a * h, a * e - b * d)),
+# --- the articulated-body factorisation and solve -----------------------------------------------
+
+
+def inverse3(xp: Any, m: Any) -> Any:
+    """Inverses of (3, 3, ...) matrices by the adjugate (exact, branch-free, any backend).
+
+    The cofactor ``C_ij = m[i+1, j+1] m[i+2, j+2] - m[i+1, j+2] m[i+2, j+1]`` (indices mod 3) is
+    read from the matrix extended cyclically to 5x5, so the nine cofactors take three operations.
+    """
+    cyclic = [0, 1, 2, 0, 1]
+    extended = m[cyclic][:, cyclic]
+    cofactor = extended[1:4, 1:4] * extended[2:5, 2:5] - extended[1:4, 2:5] * extended[2:5, 1:4]
+    determinant = m[0, 0] * cofactor[0, 0] + m[0, 1] * cofactor[0, 1] + m[0, 2] * cofactor[0, 2]
+    return cofactor.transpose(1, 0, *range(2, m.ndim)) * (1.0 / determinant)
+
+
+def _link_inertia(model: Model, data: Data, control: Control | None, h: float, out: Any) -> None:
+    """Each link's world spatial inertia about its tree's reference point, plus ``h`` times the
+    derivative of its velocity-dependent spatial force with respect to its spatial velocity
+    -> ``out`` (6, 6, N).
+
+    The velocity-dependent forces are the gyroscopic ``omega × I omega``, the centripetal
+    ``m omega × v_c`` and air drag. Thin strands have a tiny axial inertia, so the gyroscopic
+    coupling is stiff; adding ``h`` times its derivative to each link's inertia in the implicit
+    step's factorisation (a link-local term, so it enters the articulated-body recursion exactly)
+    keeps Newton converging fast on fast-spinning strands. Uses ``data.v``, ``data.c`` and
+    ``data.oR`` of the last :func:`inverse_dynamics`.
+
+    With ``ĉ`` the cross-product matrix of the centre of mass, ``a = m + h·drag`` and
+    ``B = a 1 + h m ω̂`` the blocks are ``[[I_c + h (ω̂ I_c - [I_c ω]×) + ĉ C, ĉ B], [C, B]]``,
+    ``C = -B ĉ - h m [v_c]×``; the products with cross-product matrices are expanded with
+    ``[x]×[y]× = y xᵀ - (x·y) 1`` into outer products.
+    """
+    xp = model.xp
+    mass, c = model.mass, data.c
+    inertia_com = xp.einsum("ikn,jkn->ijn", data.oR * model.inertia, data.oR)
+    c_cross = spatial.skew(xp, c)
+    if h:
+        omega = data.v[:3]
+        com_velocity = data.v[3:] + cross(xp, omega, c)
+        a = mass + (h * control.drag) * model.length
+        hm = h * mass
+        omega_c = dot(omega, c)
+        # ω̂ ĉ = c ωᵀ - (ω·c) 1, its transpose ĉ ω̂ = ω cᵀ - (ω·c) 1.
+        c_omega = c[:, None] * (hm * omega)
+        out[3:, 3:] = hm * spatial.skew(xp, omega)
+        out[3:, :3] = -(a * c_cross + c_omega + hm * spatial.skew(xp, com_velocity))
+        out[:3, 3:] = a * c_cross + c_omega.transpose(1, 0, 2)
+        gyroscopic = cross(xp, omega[:, None], inertia_com) - spatial.skew(
+            xp, matvec(xp, inertia_com, omega)
         )
-    )
-    return adjugate * inverse_det
-
-
-def _spatial_inertia(model: Model, data: Data, out: Any) -> None:
-    """World spatial inertia (6, 6, N) of each link about its tree's reference point -> ``out``."""
-    xp = model.xp
-    mass = model.mass
-    inertia_com = xp.einsum("ik...,k...,jk...->ij...", data.oR, model.inertia, data.oR)
-    com_cross = spatial.skew(xp, data.c)
-    out[:3, :3] = inertia_com - mass * matmul(xp, com_cross, com_cross)
-    out[:3, 3:] = mass * com_cross
-    out[3:, :3] = -mass * com_cross
+        # ĉ C = -a ĉĉ + h m (ω·c) ĉ - h m (v_c cᵀ - (c·v_c) 1).
+        out[:3, :3] = (
+            inertia_com
+            + h * gyroscopic
+            - a * c[:, None] * c[None]
+            + (hm * omega_c) * c_cross
+            - com_velocity[:, None] * (hm * c)
+        )
+        diagonal = a * dot(c, c) + hm * dot(c, com_velocity)
+        hm_omega_c = hm * omega_c
+        for axis in range(3):
+            out[axis, axis] += diagonal
+            out[3 + axis, axis] += hm_omega_c
+            out[axis, 3 + axis] -= hm_omega_c
+            out[3 + axis, 3 + axis] += a
+        return
     out[3:, 3:] = 0.0
-    for axis in range(3, 6):
-        out[axis, axis] = mass
+    out[3:, :3] = -mass * c_cross
+    out[:3, 3:] = mass * c_cross
+    out[:3, :3] = inertia_com - mass * c[:, None] * c[None]
+    square = mass * dot(c, c)
+    for axis in range(3):
+        out[axis, axis] += square
+        out[3 + axis, 3 + axis] = mass
 
 
-def velocity_jacobian(model: Model, data: Data, control: Control) -> Any:
-    """Derivative (6, 6, N) of each link's velocity-dependent spatial force with respect to its
-    spatial velocity: gyroscopic ``omega × I omega``, centripetal ``m omega × v_c`` and air drag.
-
-    Thin strands have a tiny axial inertia, so the gyroscopic coupling is stiff; adding ``h`` times
-    this matrix to each link's inertia in the implicit step's factorisation (it is a link-local
-    term, so it enters the articulated-body recursion exactly) keeps Newton converging fast on
-    fast-spinning strands. Uses ``data.v``, ``data.c`` and ``data.oR`` of the last
-    :func:`inverse_dynamics`.
-    """
-    xp = model.xp
-    skew = spatial.skew
-    omega, u, c = data.v[:3], data.v[3:], data.c
-    mass = model.mass
-    drag = control.drag * model.length
-    com_velocity = u + cross(xp, omega, c)
-    c_cross, omega_cross = skew(xp, c), skew(xp, omega)
-    eye = xp.eye(3, dtype=model.backend.float)[:, :, None]
-    force_by_omega = -mass * skew(xp, com_velocity) - matmul(
-        xp, mass * omega_cross + drag * eye, c_cross
-    )
-    force_by_u = mass * omega_cross + drag * eye
-    inertia_com = xp.einsum("ik...,k...,jk...->ij...", data.oR, model.inertia, data.oR)
-    gyroscopic = matmul(xp, omega_cross, inertia_com) - skew(xp, matvec(xp, inertia_com, omega))
-    jacobian = xp.empty((6, 6, model.n_links), dtype=model.backend.float)
-    jacobian[:3, :3] = gyroscopic + matmul(xp, c_cross, force_by_omega)
-    jacobian[:3, 3:] = matmul(xp, c_cross, force_by_u)
-    jacobian[3:, :3] = force_by_omega
-    jacobian[3:, 3:] = force_by_u
-    return jacobian
-
-
-def factorize(model: Model, data: Data, joint_block: Any, link_block: Any = None) -> None:
+def factorize(
+    model: Model,
+    data: Data,
+    joint_block: Any,
+    link_block: Any = None,
+    *,
+    velocity_step: float = 0.0,
+    control: Control | None = None,
+) -> None:
     """Articulated-body factorisation of ``M(q) + A + Σ Jᵀ B J`` at the last kinematics.
 
     ``joint_block`` (3, 3, N) is the joint-local part ``A`` (``h D + h² K`` in the implicit step,
     zeros for forward dynamics), added to each joint's articulated inertia ``Sᵀ IA S``;
     ``link_block`` (6, 6, N), optional, is a link-local part ``B`` added to each link's spatial
-    inertia (``h`` times :func:`velocity_jacobian`). Both enter the articulated-body recursion
-    exactly. ``IA`` may then be unsymmetric, so the left and right projections ``W`` and ``U`` are
-    kept apart. Fills ``data.S``, ``U``, ``W``, ``UDinv`` and ``Dinv``; ``data.IA`` is consumed.
+    inertia. ``velocity_step = h > 0`` adds ``h`` times the derivative of each link's
+    velocity-dependent forces (see :func:`_link_inertia`; needs ``control`` for drag) as such a
+    part. Both enter the articulated-body recursion exactly. ``IA`` may then be unsymmetric, so
+    the left and right projections ``W = IAᵀ S`` and ``U = IA S`` are kept apart. Fills
+    ``data.S``, ``UDinv``, ``DinvWt`` and ``Dinv``; ``data.IA`` is consumed.
     """
     xp = model.xp
     data.S[:3] = data.oR
-    data.S[3:] = matmul(xp, spatial.skew(xp, data.r), data.oR)
-    _spatial_inertia(model, data, data.IA)
+    data.S[3:] = cross(xp, data.r[:, None], data.oR)
+    _link_inertia(model, data, control, velocity_step, data.IA)
     if link_block is not None:
         data.IA += link_block
     for depth in range(model.n_levels - 1, -1, -1):
-        start, stop = model.level_bounds[depth]
-        S = data.S[:, :, start:stop]
-        IA = data.IA[:, :, start:stop]
-        U = matmul(xp, IA, S)
-        W = xp.einsum("ji...,jk...->ik...", IA, S)
-        Dinv = _inverse3(xp, xp.einsum("ki...,kj...->ij...", S, U) + joint_block[:, :, start:stop])
-        UDinv = matmul(xp, U, Dinv)
-        data.U[:, :, start:stop] = U
-        data.W[:, :, start:stop] = W
-        data.UDinv[:, :, start:stop] = UDinv
-        data.Dinv[:, :, start:stop] = Dinv
+        level = model.level_slices[depth]
+        S = data.S[:, :, level]
+        IA = data.IA[:, :, level]
+        U = xp.einsum("ijn,jkn->ikn", IA, S)
+        Dinv = inverse3(xp, xp.einsum("jin,jkn->ikn", S, U) + joint_block[:, :, level])
+        # Dinv Wᵀ = Dinv Sᵀ IA, kept instead of W: the solve's forward sweep then needs one
+        # product per level fewer.
+        DinvWt = xp.einsum("ijn,jkn->ikn", Dinv, xp.einsum("jin,jkn->ikn", S, IA))
+        data.UDinv[:, :, level] = xp.einsum("ijn,jkn->ikn", U, Dinv)
+        data.Dinv[:, :, level] = Dinv
+        data.DinvWt[:, :, level] = DinvWt
         if depth:
-            reduced = IA - xp.einsum("ik...,jk...->ij...", UDinv, W)
-            for children, parents in model.child_rounds[depth]:
-                data.IA[:, :, parents] += reduced[:, :, children]
+            reduced = IA - xp.einsum("ikn,kjn->ijn", U, DinvWt)
+            parents = model.level_parent_slice[depth]
+            if parents is not None:
+                data.IA[:, :, parents] += reduced
+            else:
+                for children, parents in model.child_rounds[depth]:
+                    data.IA[:, :, parents] += reduced[:, :, children]
 
 
 def solve(model: Model, data: Data, b: Any) -> Any:
     """Solve ``(M + A) x = b`` (3, N) with the last :func:`factorize`; returns ``data.x``.
 
     The base is prescribed, so its acceleration in the solve is zero; no velocity terms enter.
+    Backward sweep: ``u = b - Sᵀ pA`` and the bias force ``pA + UDinv u`` passed to the parent;
+    forward sweep: ``x = Dinv u - Dinv Wᵀ a_parent`` and ``a = a_parent + S x``.
     """
     xp = model.xp
-    data.pA[...] = 0.0
+    pA, u, x, a = data.pA, data.u, data.x, data.solve_a
+    pA[...] = 0.0
     for depth in range(model.n_levels - 1, -1, -1):
-        start, stop = model.level_bounds[depth]
-        data.u[:, start:stop] = b[:, start:stop] - matTvec(
-            xp, data.S[:, :, start:stop], data.pA[:, start:stop]
-        )
-        if depth:
-            carried = data.pA[:, start:stop] + matvec(
-                xp, data.UDinv[:, :, start:stop], data.u[:, start:stop]
-            )
-            for children, parents in model.child_rounds[depth]:
-                data.pA[:, parents] += carried[:, children]
-    for depth, (start, stop) in enumerate(model.level_bounds):
-        rhs = data.u[:, start:stop]
-        if depth:
-            parent_a = data.solve_a[:, model.level_parent[depth]]
-            rhs = rhs - matTvec(xp, data.W[:, :, start:stop], parent_a)
-        x = matvec(xp, data.Dinv[:, :, start:stop], rhs)
-        data.x[:, start:stop] = x
-        motion = matvec(xp, data.S[:, :, start:stop], x)
-        data.solve_a[:, start:stop] = motion if depth == 0 else parent_a + motion
-    return data.x
+        level = model.level_slices[depth]
+        xp.subtract(b[:, level], matTvec(xp, data.S[:, :, level], pA[:, level]), out=u[:, level])
+        if not depth:
+            break
+        carried = matvec(xp, data.UDinv[:, :, level], u[:, level])
+        parents = model.level_parent_slice[depth]
+        if parents is not None:
+            # Contiguous parents have one child each in this level.
+            xp.add(carried, pA[:, level], out=pA[:, parents])
+            continue
+        carried += pA[:, level]
+        for children, parents in model.child_rounds[depth]:
+            pA[:, parents] += carried[:, children]
+    x[...] = matvec(xp, data.Dinv, u)
+    level = model.level_slices[0]
+    a[:, level] = matvec(xp, data.S[:, :, level], x[:, level])
+    for depth in range(1, model.n_levels):
+        level = model.level_slices[depth]
+        parent_a = _parent_values(model, a, depth)
+        x[:, level] -= matvec(xp, data.DinvWt[:, :, level], parent_a)
+        xp.add(parent_a, matvec(xp, data.S[:, :, level], x[:, level]), out=a[:, level])
+    return x
 
 
 def energy(model: Model, data: Data, q: Any, w: Any, control: Control) -> tuple[Any, Any]:
@@ -386,8 +553,8 @@ def energy(model: Model, data: Data, q: Any, w: Any, control: Control) -> tuple[
     origin. For conservation tests and diagnostics; the step does not use it.
     """
     xp = model.xp
-    forward_kinematics(model, data, q, control.base_rotation, control.base_position)
-    _relative_positions(model, data, control.base_position)
+    _link_frames(model, data, q, control.base_rotation)
+    _centres_of_mass(model, data)
     v0 = xp.concatenate((control.base_angular_velocity, control.base_linear_velocity))
     _accumulate_down(model, _joint_motion(model, data, w), v0, data.v)
     omega, u = data.v[:3], data.v[3:]

@@ -28,6 +28,7 @@ from . import dynamics, spatial
 from .dynamics import Data
 from .errors import InvalidInputError, SimulationDivergedError
 from .model import Model
+from .spatial import dot
 from .state import Control, State
 
 METHODS = ("implicit", "explicit")
@@ -48,12 +49,17 @@ class SolverSettings:
         joint rotations of a converged substep are then within ``h * tolerance`` rad of the
         backward-Euler solution).
     newton_max_iterations : int
+    threads : int or None
+        How many groups of trees :class:`.Simulation` steps concurrently, one thread each; None
+        picks one per core (at most two) for large models on the NumPy backend and one otherwise
+        (see :func:`.simulation.thread_count`). The result depends on it only through rounding.
     """
 
     method: str = "implicit"
     substeps: int = 4
     newton_tolerance: float = 1e-4
     newton_max_iterations: int = 8
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -68,12 +74,15 @@ class SolverSettings:
             raise InvalidInputError(
                 f"newton_max_iterations must be at least 1, got {self.newton_max_iterations}"
             )
+        if self.threads is not None and int(self.threads) < 1:
+            raise InvalidInputError(f"threads must be at least 1 or None, got {self.threads}")
 
 
 @dataclass(frozen=True)
 class StepStats:
     """What the last step did: Newton iterations used and the final residual's largest entry
-    (N·m; for the explicit method the iteration count is 0 and the residual is not computed)."""
+    (N·m; NaN where the step was asked not to report it; for the explicit method the iteration
+    count is 0 and the residual is not computed)."""
 
     iterations: int
     residual_norm: float
@@ -128,66 +137,111 @@ def step_implicit(
     h: float,
     settings: SolverSettings,
     out: State,
+    report_residual: bool = True,
 ) -> StepStats:
     """Advance ``state`` by ``h`` with backward Euler into ``out``; returns the Newton statistics.
+
+    The first guess extrapolates the last step's velocity change (``data.dw``). The residual of
+    the returned state costs a whole evaluation that the iteration itself does not need, so
+    ``report_residual=False`` skips it (the statistics then carry NaN).
 
     Each iteration takes the articulated-body Newton update ``g`` and mixes it with the last
     ``ANDERSON_DEPTH`` updates (Anderson acceleration): the mix that best cancels the updates'
     changes fixes most of what the joint- and link-local Jacobian leaves out (the Coriolis
     coupling of fast-spinning chains), at the price of a few dot products per iteration.
+
+    Trees (root strands with their branches) are independent systems, so both the acceleration
+    and the convergence test act per tree: each tree gets its own mixing weights, and a tree whose
+    largest update has fallen to the tolerance takes that update and then stays put while the
+    others iterate on. A tree's step therefore does not depend on the other trees of the model,
+    which is what lets :class:`.Simulation` step groups of trees separately with the same result.
     """
     xp, to_host = model.xp, model.backend.to_host
     h = _check_step(h)
-    w_new = state.w.copy()
+    w_new = state.w + data.dw
     q_new = integrate_rotation(xp, state.q, w_new, h)
     r = residual(model, data, state, q_new, w_new, control, h)
     damping = dynamics.joint_damping(model, control)
     stiffness = dynamics.spring_tangent_stiffness(model, control, q_new, _tangent_step(model))
     eye = xp.eye(3, dtype=model.backend.float)[:, :, None]
-    dynamics.factorize(
-        model,
-        data,
-        h * eye * damping[None] + (h * h) * stiffness,
-        h * dynamics.velocity_jacobian(model, data, control),
-    )
+    joint_block = (h * h) * stiffness
+    joint_block += h * eye * damping[None]
+    dynamics.factorize(model, data, joint_block, velocity_step=h, control=control)
     past_w: list[Any] = []
     past_g: list[Any] = []
+    converged = xp.zeros(model.n_trees, dtype=bool)
     iterations = 0
-    while iterations < int(settings.newton_max_iterations):
+    while True:
         iterations += 1
         g = dynamics.solve(model, data, -h * r).copy()
-        # One explicit device-to-host transfer per iteration: the update's size, and the few
-        # dot products of the acceleration.
-        change = float(to_host(xp.max(xp.abs(g))))
-        if not np.isfinite(change):
-            _raise_diverged(model, w_new)
-        step = g - _anderson_correction(xp, to_host, w_new, g, past_w, past_g) if past_g else g
+        change = dynamics.tree_max(model, xp.max(xp.abs(g), axis=0))
+        if past_g:
+            step = g - _anderson_correction(model, w_new, g, past_w, past_g)
+        else:
+            step = g
         past_w, past_g = (past_w + [w_new])[-ANDERSON_DEPTH:], (past_g + [g])[-ANDERSON_DEPTH:]
-        w_new = w_new + step
+        # Converged trees keep their velocities: their updates are below the tolerance already.
+        w_new = w_new + xp.where(converged[model.link_tree], 0.0, step)
+        converged = converged | (change <= settings.newton_tolerance)
+        # One explicit device-to-host transfer per iteration: the largest update (to catch a
+        # diverging step) and whether every tree has converged.
+        largest, finished = to_host(
+            xp.stack((xp.max(change), xp.all(converged).astype(change.dtype)))
+        )
+        if not np.isfinite(largest):
+            _raise_diverged(model, w_new)
+        if finished or iterations >= int(settings.newton_max_iterations):
+            break
         q_new = integrate_rotation(xp, state.q, w_new, h)
         r = residual(model, data, state, q_new, w_new, control, h)
-        if change <= settings.newton_tolerance:
-            break
+    q_new = integrate_rotation(xp, state.q, w_new, h)
+    residual_norm = float("nan")
+    if report_residual:
+        r = residual(model, data, state, q_new, w_new, control, h)
+        residual_norm = float(to_host(xp.max(xp.abs(r))))
+    data.dw[...] = w_new - state.w
     _finish(model, state, control, q_new, w_new, h, out)
-    return StepStats(iterations, float(to_host(xp.max(xp.abs(r)))))
+    return StepStats(iterations, residual_norm)
 
 
 # How many past updates Anderson acceleration mixes; three is the usual sweet spot.
 ANDERSON_DEPTH = 3
 
 
-def _anderson_correction(xp: Any, to_host: Any, w: Any, g: Any, past_w: list, past_g: list) -> Any:
-    """``Σ γ_j (Δw_j + Δg_j)`` with ``γ`` minimising ``|g − Σ γ_j Δg_j|`` (least squares)."""
+def _anderson_correction(model: Model, w: Any, g: Any, past_w: list, past_g: list) -> Any:
+    """``Σ γ_j (Δw_j + Δg_j)`` (3, N) with, per tree, ``γ`` minimising ``|g − Σ γ_j Δg_j|``.
+
+    The least-squares problems of all trees are solved at once: their normal equations (at most
+    3x3, padded with the identity) by the adjugate, on the device.
+    """
+    xp = model.xp
     dw = [w - old for old in past_w]
     dg = [g - old for old in past_g]
-    gram = to_host(xp.stack([xp.stack([(a * b).sum() for b in dg]) for a in dg]))
-    rhs = to_host(xp.stack([(a * g).sum() for a in dg]))
-    # A tiny ridge keeps the small system solvable when two past updates are nearly parallel.
-    gram = gram + 1e-12 * max(float(np.trace(gram)), 1e-300) * np.eye(len(dg))
-    gamma = np.linalg.solve(gram, rhs)
-    correction = xp.zeros_like(g)
-    for weight, a, b in zip(gamma, dw, dg, strict=False):
-        correction = correction + float(weight) * (a + b)
+    depth = len(dg)
+    pairs = [(j, k) for j in range(depth) for k in range(j, depth)]
+    products = xp.stack(
+        [dot(dg[j], dg[k]) for j, k in pairs] + [dot(dg[j], g) for j in range(depth)]
+    )
+    sums = dynamics.tree_sum(model, products)
+    gram = xp.zeros((3, 3, model.n_trees), dtype=g.dtype)
+    for index, (j, k) in enumerate(pairs):
+        gram[j, k] = sums[index]
+        gram[k, j] = sums[index]
+    trace = gram[0, 0] + gram[1, 1] + gram[2, 2]
+    # A tiny ridge keeps the small system solvable when two past updates are nearly parallel; a
+    # tree whose updates no longer change (converged, or at rest) gets no correction.
+    moving = trace > 0
+    for axis in range(3):
+        if axis < depth:
+            gram[axis, axis] += 1e-12 * trace + xp.where(moving, 0.0, 1.0)
+        else:
+            gram[axis, axis] = 1.0
+    rhs = sums[len(pairs) :]
+    gamma = spatial.matvec(xp, dynamics.inverse3(xp, gram)[:depth, :depth], rhs)
+    gamma = xp.where(moving, gamma, 0.0)[:, model.link_tree]
+    correction = gamma[0] * (dw[0] + dg[0])
+    for j in range(1, depth):
+        correction += gamma[j] * (dw[j] + dg[j])
     return correction
 
 
@@ -215,10 +269,11 @@ def step(
     h: float,
     settings: SolverSettings,
     out: State,
+    report_residual: bool = True,
 ) -> StepStats:
     """Advance ``state`` by ``h`` into ``out`` with ``settings.method``."""
     if settings.method == "implicit":
-        return step_implicit(model, data, state, control, h, settings, out)
+        return step_implicit(model, data, state, control, h, settings, out, report_residual)
     return step_explicit(model, data, state, control, h, out)
 
 

@@ -13,6 +13,15 @@ link at depth ``d`` lies in depth ``d - 1``. A branch strand's first link sits o
 link it is attached to. Recursions therefore run one vectorised operation per depth level over all
 strands at once. ``link_order`` maps *strand order* (the user's order: strand 0 root to tip, then
 strand 1, ...) to level-major indices.
+
+Within a level, links are ordered by the position of their parent in the level above, then by the
+height of the subtree they carry (tallest first), then by strand order. For unbranched strands this
+makes the parents of every level the *first* links of the level above, in the same order, so each
+recursion step reads and writes its parents through a plain slice rather than a gather or a
+scatter (``level_parent_slice``); when every level but the last is equally full (strands of one
+length), a link's parent is simply ``parent_shift`` places before it, so whole-forest parent
+look-ups are views as well. Branched trees fall back to index arrays (``level_parent``,
+``child_rounds``). The order is deterministic, and only arithmetic within a level depends on it.
 """
 
 from __future__ import annotations
@@ -103,6 +112,21 @@ class Model:
         Per level ``d >= 1``, ``(children, parents)`` groups in which no parent repeats, for
         accumulating children into parents with plain fancy indexing; ``children`` are indices
         within the level's slice, ``parents`` level-major indices.
+    level_slices : list of slice
+        ``slice(start, stop)`` of each depth level.
+    level_parent_slice : list of (slice or None)
+        Per level ``d >= 1``, the parents of the level's links as a slice of level ``d - 1`` when
+        they are contiguous and in the same order (each parent then has exactly one child in the
+        level); None for level 0 and where a gather is needed.
+    parent_shift : int
+        ``s > 0`` when every link ``i >= s`` has the parent ``i - s`` (equally long unbranched
+        strands), else 0.
+    link_parent_tail : device int (N - n_trees,)
+        Level-major parent of each link below depth 0, for whole-forest gathers.
+    n_trees : int
+        Number of trees: root strands with their branches; tree ``t`` is depth-0 link ``t``.
+    link_tree : device int (N,)
+        The tree of each link.
     link_base : device int (N,)
         The base (tree) each link belongs to; its spatial quantities refer to that base's origin.
     link_parent_frame : device int (N,)
@@ -133,6 +157,10 @@ class Model:
     strand_parent, strand_parent_link, strand_base : host int (n_strands,)
         -1 where not applicable.
     strand_names : tuple of str
+    strand_index : host int (n_strands,)
+        Each strand's index among the strands given to :func:`build_model`; a model of some of
+        those trees (:func:`select_trees`) keeps them, so messages name strands as the user
+        numbered them.
     base_rest_poses : host float64 (T, 4, 4)
     rest_points : host float64 (n_points, 3), m, world
     """
@@ -147,6 +175,12 @@ class Model:
     level_parent: list
     level_base: Any
     child_rounds: list
+    level_slices: list
+    level_parent_slice: list
+    parent_shift: int
+    link_parent_tail: Any
+    n_trees: int
+    link_tree: Any
     link_base: Any
     link_parent_frame: Any
     joint_offset: Any
@@ -166,6 +200,7 @@ class Model:
     strand_parent_link: np.ndarray = field(repr=False)
     strand_base: np.ndarray = field(repr=False)
     strand_names: tuple = field(repr=False)
+    strand_index: np.ndarray = field(repr=False)
     base_rest_poses: np.ndarray = field(repr=False)
     rest_points: np.ndarray = field(repr=False)
 
@@ -200,7 +235,7 @@ class Model:
     def describe_strand(self, strand: int) -> str:
         """A strand's index and name, for messages."""
         name = self.strand_names[strand]
-        return f"strand {strand}" + (f" ({name!r})" if name else "")
+        return f"strand {int(self.strand_index[strand])}" + (f" ({name!r})" if name else "")
 
 
 def _describe(index: int, spec: StrandSpec) -> str:
@@ -350,6 +385,90 @@ def _rest_frames(
     return frames
 
 
+def _level_major_order(depth: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Strand-order link indices in level-major order (see the module docstring).
+
+    ``depth`` and ``parent`` are per link in strand order (``parent`` -1 at a base). Within a level,
+    links sort by their parent's position in the level above, then tallest subtree first, then
+    strand order; for unbranched strands the parents of a level are then the leading links of the
+    level above, in order.
+    """
+    n_levels = int(depth.max()) + 1
+    height = np.zeros(len(depth), dtype=np.int64)
+    for d in range(n_levels - 1, 0, -1):
+        links = np.nonzero(depth == d)[0]
+        np.maximum.at(height, parent[links], height[links] + 1)
+    position = np.empty(len(depth), dtype=np.int64)
+    order = []
+    placed = 0
+    for d in range(n_levels):
+        links = np.nonzero(depth == d)[0]
+        parent_position = position[parent[links]] if d else np.zeros(len(links), np.int64)
+        links = links[np.lexsort((links, -height[links], parent_position))]
+        position[links] = placed + np.arange(len(links))
+        placed += len(links)
+        order.append(links)
+    return np.concatenate(order)
+
+
+def _forest_layout(backend: Backend, depth: np.ndarray, parent: np.ndarray) -> dict:
+    """The level structure of a forest from level-major ``depth`` and ``parent`` (-1 at a base).
+
+    Returns the :class:`Model` fields that describe the levels: bounds and slices, parents as
+    slices where contiguous and as index arrays, child rounds for scatter-adds, the whole-forest
+    parent shift, and the tree of every link.
+    """
+    n_links = len(depth)
+    n_levels = int(depth.max()) + 1
+    bounds = np.searchsorted(depth, np.arange(n_levels + 1))
+    level_bounds = [(int(bounds[d]), int(bounds[d + 1])) for d in range(n_levels)]
+    n_trees = level_bounds[0][1]
+    level_parent, level_parent_slice, child_rounds = [], [], []
+    for d, (start, stop) in enumerate(level_bounds):
+        parents = parent[start:stop]
+        level_parent.append(backend.from_host(parents if d else np.zeros(0, np.int64)))
+        rounds = []
+        contiguous = None
+        if d:
+            if np.array_equal(parents, parents[0] + np.arange(len(parents))):
+                contiguous = slice(int(parents[0]), int(parents[0]) + len(parents))
+            children = np.arange(start, stop)
+            # The k-th round holds every parent's k-th child, so parents never repeat in a round.
+            rank = np.zeros(len(parents), dtype=np.int64)
+            order = np.argsort(parents, kind="stable")
+            sorted_parents = parents[order]
+            run_start = np.searchsorted(sorted_parents, sorted_parents, side="left")
+            rank[order] = np.arange(len(parents)) - run_start
+            for k in range(int(rank.max()) + 1):
+                chosen = rank == k
+                rounds.append(
+                    (
+                        backend.from_host(children[chosen] - start),
+                        backend.from_host(parents[chosen]),
+                    )
+                )
+        level_parent_slice.append(contiguous)
+        child_rounds.append(rounds)
+    tail = parent[n_trees:]
+    shift = n_trees if np.array_equal(tail, np.arange(n_links - n_trees)) else 0
+    tree = np.arange(n_links)
+    tree[n_trees:] = -1
+    for start, stop in level_bounds[1:]:
+        tree[start:stop] = tree[parent[start:stop]]
+    return {
+        "n_levels": n_levels,
+        "level_bounds": level_bounds,
+        "level_parent": level_parent,
+        "child_rounds": child_rounds,
+        "level_slices": [slice(start, stop) for start, stop in level_bounds],
+        "level_parent_slice": level_parent_slice,
+        "parent_shift": shift,
+        "link_parent_tail": backend.from_host(tail),
+        "n_trees": n_trees,
+        "link_tree": backend.from_host(tree),
+    }
+
+
 def build_model(
     strands: Sequence[StrandSpec],
     parameters: StrandParameters | None = None,
@@ -399,10 +518,6 @@ def build_model(
     link_offsets = np.concatenate(([0], np.cumsum(link_counts))).astype(np.int64)
     n_links = int(link_offsets[-1])
     depth = np.concatenate([first_depth[s] + np.arange(link_counts[s]) for s in range(len(specs))])
-    # Level-major order, stable within a level (strand order), so layouts are deterministic.
-    level_major_to_strand = np.argsort(depth, kind="stable")
-    link_order = np.empty(n_links, dtype=np.int64)
-    link_order[level_major_to_strand] = np.arange(n_links)
 
     strand_of = np.repeat(np.arange(len(specs)), link_counts)
     parent_link = np.full(n_links, -1, dtype=np.int64)  # strand order
@@ -429,6 +544,10 @@ def build_model(
             parent_link[start + k] = start + k - 1
             joint_offset[start + k] = (0.0, lengths[start + k - 1], 0.0)
             rest_rotation[start + k] = world[k - 1].T @ world[k]
+
+    level_major_to_strand = _level_major_order(depth, parent_link)
+    link_order = np.empty(n_links, dtype=np.int64)
+    link_order[level_major_to_strand] = np.arange(n_links)
 
     # A joint stands for the rod between the midpoints of its neighbouring segments; at a root
     # (clamped to a base or a parent link) that is half of the first segment.
@@ -471,35 +590,8 @@ def build_model(
     parent_level_major = np.where(
         parent_link[level_major_to_strand] >= 0, link_order[parent_link[level_major_to_strand]], -1
     )
-    depth_sorted = depth[level_major_to_strand]
-    n_levels = int(depth_sorted.max()) + 1
-    bounds = np.searchsorted(depth_sorted, np.arange(n_levels + 1))
-    level_bounds = [(int(bounds[d]), int(bounds[d + 1])) for d in range(n_levels)]
-
+    layout = _forest_layout(backend, depth[level_major_to_strand], parent_level_major)
     link_base_host = tree_base[strand_of][level_major_to_strand]
-    level_parent = []
-    child_rounds = []
-    for d, (start, stop) in enumerate(level_bounds):
-        parents = parent_level_major[start:stop]
-        level_parent.append(backend.from_host(parents if d else np.zeros(0, np.int64)))
-        rounds = []
-        if d:
-            children = np.arange(start, stop)
-            # The k-th round holds every parent's k-th child, so parents never repeat in a round.
-            rank = np.zeros(len(parents), dtype=np.int64)
-            order = np.argsort(parents, kind="stable")
-            sorted_parents = parents[order]
-            run_start = np.searchsorted(sorted_parents, sorted_parents, side="left")
-            rank[order] = np.arange(len(parents)) - run_start
-            for k in range(int(rank.max()) + 1):
-                chosen = rank == k
-                rounds.append(
-                    (
-                        backend.from_host(children[chosen] - start),
-                        backend.from_host(parents[chosen]),
-                    )
-                )
-        child_rounds.append(rounds)
 
     # Points: each strand's root (the joint of its first link), then the tip of each link.
     point_counts = np.asarray(link_counts) + 1
@@ -521,11 +613,8 @@ def build_model(
         n_links=n_links,
         n_points=int(point_offsets[-1]),
         n_bases=n_bases,
-        n_levels=n_levels,
-        level_bounds=level_bounds,
-        level_parent=level_parent,
-        level_base=device(link_base_host[: level_bounds[0][1]]),
-        child_rounds=child_rounds,
+        **layout,
+        level_base=device(link_base_host[: layout["n_trees"]]),
         link_base=device(link_base_host),
         link_parent_frame=device(
             np.where(parent_level_major >= 0, parent_level_major, n_links + link_base_host)
@@ -549,6 +638,80 @@ def build_model(
         strand_parent_link=np.array([-1 if s.parent is None else int(s.parent[1]) for s in specs]),
         strand_base=tree_base.copy(),
         strand_names=tuple(s.name for s in specs),
+        strand_index=np.arange(len(specs)),
         base_rest_poses=base_rest_poses.copy(),
         rest_points=np.concatenate(points),
+    )
+
+
+def select_trees(model: Model, trees: Any) -> tuple[Model, np.ndarray]:
+    """A model of some of ``model``'s trees, and the level-major indices of its links in ``model``.
+
+    ``trees`` (host ints) are tree indices (depth-0 links) of ``model``. The selected links keep
+    their relative order, so the new model is level-major with the same order within each level
+    and every per-link quantity equal to the original's: stepping it steps those trees exactly as
+    the whole model would (see :func:`.integrators.step_implicit`). Strands keep their names and
+    original indices (``strand_index``).
+    """
+    backend, to_host = model.backend, model.backend.to_host
+    link_tree = to_host(model.link_tree)
+    links = np.nonzero(np.isin(link_tree, np.asarray(trees, dtype=np.int64)))[0]
+    n_links = len(links)
+    renumber = np.full(model.n_links, -1, dtype=np.int64)
+    renumber[links] = np.arange(n_links)
+    parent = np.full(model.n_links, -1, dtype=np.int64)
+    depth = np.zeros(model.n_links, dtype=np.int64)
+    for d, (start, stop) in enumerate(model.level_bounds):
+        depth[start:stop] = d
+        if d:
+            parent[start:stop] = to_host(model.level_parent[d])
+    parent = np.where(parent[links] >= 0, renumber[np.maximum(parent[links], 0)], -1)
+    layout = _forest_layout(backend, depth[links], parent)
+    link_base = to_host(model.link_base)[links]
+
+    strand_of_link = np.repeat(np.arange(model.n_strands), np.diff(model.link_offsets))
+    strands = np.unique(strand_of_link[renumber[model.link_order] >= 0])
+    strand_renumber = np.full(model.n_strands, -1, dtype=np.int64)
+    strand_renumber[strands] = np.arange(len(strands))
+    strand_links = [np.arange(model.link_offsets[s], model.link_offsets[s + 1]) for s in strands]
+    strand_points = [np.arange(model.point_offsets[s], model.point_offsets[s + 1]) for s in strands]
+    points = np.concatenate(strand_points)
+    strand_parent = model.strand_parent[strands]
+
+    def pick(values: Any) -> Any:
+        return values[..., backend.from_host(links)]
+
+    return (
+        Model(
+            backend=backend,
+            n_strands=len(strands),
+            n_links=n_links,
+            n_points=len(points),
+            n_bases=model.n_bases,
+            **layout,
+            level_base=backend.from_host(link_base[: layout["n_trees"]]),
+            link_base=backend.from_host(link_base),
+            link_parent_frame=backend.from_host(np.where(parent >= 0, parent, n_links + link_base)),
+            joint_offset=pick(model.joint_offset),
+            rest_rotation=pick(model.rest_rotation),
+            length=pick(model.length),
+            mass=pick(model.mass),
+            inertia=pick(model.inertia),
+            radius=pick(model.radius),
+            joint_length=pick(model.joint_length),
+            parameters={name: pick(values) for name, values in model.parameters.items()},
+            link_order=renumber[model.link_order[np.concatenate(strand_links)]],
+            link_offsets=np.concatenate(([0], np.cumsum([len(k) for k in strand_links]))),
+            point_offsets=np.concatenate(([0], np.cumsum([len(k) for k in strand_points]))),
+            point_link=renumber[model.point_link[points]],
+            point_is_tip=model.point_is_tip[points],
+            strand_parent=np.where(strand_parent >= 0, strand_renumber[strand_parent], -1),
+            strand_parent_link=model.strand_parent_link[strands],
+            strand_base=model.strand_base[strands],
+            strand_names=tuple(model.strand_names[s] for s in strands),
+            strand_index=model.strand_index[strands],
+            base_rest_poses=model.base_rest_poses.copy(),
+            rest_points=model.rest_points[points],
+        ),
+        links,
     )

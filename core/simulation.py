@@ -1,8 +1,21 @@
-"""The scripting entry point: a model with its workspace, state and control, stepped per frame."""
+"""The scripting entry point: a model with its workspace, state and control, stepped per frame.
+
+On the NumPy backend a large model is stepped in several groups of trees at once, one thread each
+(``SolverSettings.threads``): every group is a model of its own (:func:`.model.select_trees`) with
+its own workspace, state and control, loaded from the whole at the start of :meth:`advance` and
+stored back at its end. NumPy releases the interpreter lock inside its array kernels, so the
+groups' whole-forest operations overlap. Trees are independent and the implicit step treats each
+tree on its own (:func:`.integrators.step_implicit`), so the result does not depend on the
+grouping: it is the same with any number of threads, up to rounding (NumPy's vectorised kernels
+may sum in another order on arrays of another length).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -12,10 +25,119 @@ from .base_motion import BaseMotion
 from .dynamics import Data
 from .errors import InvalidInputError
 from .integrators import SolverSettings, StepStats, step
-from .model import Model
+from .model import Model, select_trees
 from .state import Control, State, _checked_vector
 
 BaseSource = BaseMotion | Callable[[float], BaseMotion]
+
+# Below this many links per thread a group's per-level operations cost more in call overhead
+# than the threads save, so automatic threading keeps smaller models in one piece.
+MIN_LINKS_PER_THREAD = 2048
+# Automatic threading uses at most this many: beyond two, the groups mostly wait for each other
+# on the interpreter lock and on memory bandwidth (see docs/performance.md).
+MAX_AUTOMATIC_THREADS = 2
+
+# Per-link fields of a control that a group takes from the whole model's control.
+_PER_LINK_CONTROL = ("wind_velocity", "external_force", *Control.PARAMETERS)
+
+
+def thread_count(model: Model, settings: SolverSettings) -> int:
+    """How many groups of trees ``model`` is stepped in under ``settings``.
+
+    ``settings.threads`` if given (at most one per tree); otherwise one per processor core up to
+    :data:`MAX_AUTOMATIC_THREADS` on the NumPy backend for models of at least
+    :data:`MIN_LINKS_PER_THREAD` links per thread, and one elsewhere (a GPU runs one stream).
+    """
+    if settings.threads is not None:
+        return max(1, min(int(settings.threads), model.n_trees))
+    if model.backend.name != "numpy":
+        return 1
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+    cores = min(cores, MAX_AUTOMATIC_THREADS)
+    return max(1, min(cores, model.n_links // MIN_LINKS_PER_THREAD, model.n_trees))
+
+
+def _tree_groups(model: Model, count: int) -> list[np.ndarray]:
+    """``count`` groups of tree indices with about equal numbers of links (largest trees first,
+    each to the lightest group), each sorted."""
+    sizes = np.bincount(model.backend.to_host(model.link_tree), minlength=model.n_trees)
+    groups: list[list[int]] = [[] for _ in range(count)]
+    totals = np.zeros(count, dtype=np.int64)
+    for tree in np.argsort(-sizes, kind="stable"):
+        lightest = int(np.argmin(totals))
+        groups[lightest].append(int(tree))
+        totals[lightest] += sizes[tree]
+    return [np.sort(np.asarray(group, dtype=np.int64)) for group in groups]
+
+
+@dataclass(eq=False)
+class _Group:
+    """Some trees of the model, stepped on their own.
+
+    Attributes
+    ----------
+    model, data, state, spare, control
+        A model of these trees (:func:`.model.select_trees`) with its workspace, current and
+        spare state, and control.
+    links : device int (n,)
+        Level-major index in the whole model of each of the group's links.
+    """
+
+    model: Model
+    data: Data
+    state: State
+    spare: State
+    control: Control
+    links: Any
+
+    @classmethod
+    def of(cls, model: Model, trees: np.ndarray, gravity: Any) -> _Group:
+        part, links = select_trees(model, trees)
+        state = State.at_rest(part)
+        return cls(
+            part,
+            Data.for_model(part),
+            state,
+            state.copy(),
+            Control.from_model(part, gravity),
+            model.backend.from_host(links),
+        )
+
+    def load(self, state: State, control: Control) -> None:
+        """Take this group's part of the whole model's state and control."""
+        links = self.links
+        self.state.q[...] = state.q[:, links]
+        self.state.w[...] = state.w[:, links]
+        self.state.base_rotation[...] = state.base_rotation
+        self.state.base_position[...] = state.base_position
+        self.state.time = state.time
+        self.control.gravity = control.gravity
+        for name in _PER_LINK_CONTROL:
+            setattr(self.control, name, getattr(control, name)[..., links])
+
+    def store(self, state: State) -> None:
+        """Write this group's joint state back into the whole model's."""
+        state.q[:, self.links] = self.state.q
+        state.w[:, self.links] = self.state.w
+
+    def advance(self, motions: list, h: float, settings: SolverSettings) -> StepStats:
+        """Take one step of ``h`` per base motion in ``motions``; the last step's statistics."""
+        stats = StepStats(0, 0.0)
+        for k, motion in enumerate(motions):
+            self.control.set_base_motion(self.model, motion)
+            stats = step(
+                self.model,
+                self.data,
+                self.state,
+                self.control,
+                h,
+                settings,
+                self.spare,
+                report_residual=k == len(motions) - 1,
+            )
+            self.state, self.spare = self.spare, self.state
+        return stats
 
 
 class Simulation:
@@ -46,6 +168,12 @@ class Simulation:
         self.state = State.at_rest(model)
         self._spare = self.state.copy()
         self.stats = StepStats(0, 0.0)
+        count = thread_count(model, self.settings)
+        self._groups = (
+            [_Group.of(model, trees, gravity) for trees in _tree_groups(model, count)]
+            if count > 1
+            else []
+        )
         backend = model.backend
         self._point_link = backend.from_host(model.point_link)
         self._point_is_tip = backend.from_host(model.point_is_tip.astype(np.float64))
@@ -60,6 +188,8 @@ class Simulation:
         """Back to the rest shape, motionless, with the bases at ``base_poses`` (T, 4, 4)."""
         self.state = State.at_rest(self.model, base_poses, time)
         self._spare = self.state.copy()
+        for data in [self.data] + [group.data for group in self._groups]:
+            data.dw[...] = 0.0
         poses = self.model.base_rest_poses if base_poses is None else base_poses
         self.control.set_base_motion(self.model, BaseMotion.still(poses))
         self.stats = StepStats(0, 0.0)
@@ -122,15 +252,51 @@ class Simulation:
         substeps = int(self.settings.substeps)
         h = dt / substeps
         start = self.state.time
+        if self._groups:
+            return self._advance_groups(dt, base)
         for k in range(1, substeps + 1):
             motion = base(start + k * h) if callable(base) else base
             self.control.set_base_motion(self.model, motion)
+            # Only the last substep's statistics are kept, so only its residual is evaluated.
             self.stats = step(
-                self.model, self.data, self.state, self.control, h, self.settings, self._spare
+                self.model,
+                self.data,
+                self.state,
+                self.control,
+                h,
+                self.settings,
+                self._spare,
+                report_residual=k == substeps,
             )
             self.state, self._spare = self._spare, self.state
         # Land exactly on the requested time despite the substeps' rounding.
         self.state.time = start + dt
+        return self.stats
+
+    def _advance_groups(self, dt: float, base: BaseSource) -> StepStats:
+        """:meth:`advance` with the groups of trees stepped concurrently, one thread each."""
+        substeps = int(self.settings.substeps)
+        h = dt / substeps
+        start = self.state.time
+        # The base source is asked in this thread only: a callable need not be thread-safe.
+        motions = [base(start + k * h) if callable(base) else base for k in range(1, substeps + 1)]
+        for group in self._groups:
+            group.load(self.state, self.control)
+        first, *others = self._groups
+        with ThreadPoolExecutor(len(others)) as pool:
+            pending = [pool.submit(group.advance, motions, h, self.settings) for group in others]
+            results = [first.advance(motions, h, self.settings)]
+            results += [future.result() for future in pending]
+        for group in self._groups:
+            group.store(self.state)
+        self.control.set_base_motion(self.model, motions[-1])
+        self.state.base_rotation[...] = self.control.base_rotation
+        self.state.base_position[...] = self.control.base_position
+        self.state.time = start + dt
+        self.stats = StepStats(
+            max(result.iterations for result in results),
+            max(result.residual_norm for result in results),
+        )
         return self.stats
 
     def _kinematics(self) -> None:

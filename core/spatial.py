@@ -39,11 +39,32 @@ Array = Any
 _SMALL_ANGLE = 1e-4
 
 
-def cross(xp: Any, a: Array, b: Array) -> Array:
-    """Cross product of 3-vectors along the first axis."""
-    return xp.stack(
-        (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
-    )
+# (i, j, k) for the three components of a cross product: c_i = a_j b_k - a_k b_j.
+_CYCLIC = ((0, 1, 2), (1, 2, 0), (2, 0, 1))
+
+
+def cross(xp: Any, a: Array, b: Array, out: Array = None) -> Array:
+    """Cross product of 3-vectors along the first axis (broadcasting over the others).
+
+    With ``out`` (which must not overlap ``a`` or ``b``) the result is written there, which saves
+    the stacking copy.
+    """
+    if out is None:
+        return xp.stack(
+            (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+        )
+    for i, j, k in _CYCLIC:
+        xp.multiply(a[j], b[k], out=out[i])
+        out[i] -= a[k] * b[j]
+    return out
+
+
+def add_cross(xp: Any, out: Array, a: Array, b: Array) -> Array:
+    """``out += a × b`` in place, along the first axis (``out`` must not overlap ``a`` or ``b``)."""
+    for i, j, k in _CYCLIC:
+        out[i] += a[j] * b[k]
+        out[i] -= a[k] * b[j]
+    return out
 
 
 def dot(a: Array, b: Array) -> Array:
@@ -78,10 +99,29 @@ def skew(xp: Any, a: Array) -> Array:
     )
 
 
-def quat_multiply(xp: Any, a: Array, b: Array) -> Array:
-    """Hamilton product ``a ⊗ b`` of quaternions ``(4, ...)``."""
+def quat_multiply(xp: Any, a: Array, b: Array, out: Array = None) -> Array:
+    """Hamilton product ``a ⊗ b`` of quaternions ``(4, ...)``, into ``out`` if given (which must
+    not overlap ``a`` or ``b``)."""
     aw, ax, ay, az = a[0], a[1], a[2], a[3]
     bw, bx, by, bz = b[0], b[1], b[2], b[3]
+    if out is not None:
+        # The same terms in the same order as below, so both forms round alike.
+        for row, terms in enumerate(
+            (
+                ((aw, bw, 1), (ax, bx, -1), (ay, by, -1), (az, bz, -1)),
+                ((aw, bx, 1), (ax, bw, 1), (ay, bz, 1), (az, by, -1)),
+                ((aw, by, 1), (ax, bz, -1), (ay, bw, 1), (az, bx, 1)),
+                ((aw, bz, 1), (ax, by, 1), (ay, bx, -1), (az, bw, 1)),
+            )
+        ):
+            target = out[row]
+            xp.multiply(terms[0][0], terms[0][1], out=target)
+            for left, right, sign in terms[1:]:
+                if sign > 0:
+                    target += left * right
+                else:
+                    target -= left * right
+        return out
     return xp.stack(
         (
             aw * bw - ax * bx - ay * by - az * bz,
@@ -113,19 +153,26 @@ def quat_exp(xp: Any, rotation_vector: Array) -> Array:
     return xp.concatenate((xp.cos(0.5 * angle)[None], half_sinc * rotation_vector))
 
 
-def quat_to_matrix(xp: Any, q: Array) -> Array:
-    """Rotation matrices ``(3, 3, ...)`` of unit quaternions ``(4, ...)``."""
+def quat_to_matrix(xp: Any, q: Array, out: Array = None) -> Array:
+    """Rotation matrices ``(3, 3, ...)`` of unit quaternions ``(4, ...)``, into ``out`` if given."""
+    if out is None:
+        out = xp.empty((3, 3, *q.shape[1:]), dtype=q.dtype)
     w, x, y, z = q[0], q[1], q[2], q[3]
-    xx, yy, zz = x * x, y * y, z * z
-    xy, xz, yz = x * y, x * z, y * z
-    wx, wy, wz = w * x, w * y, w * z
-    return xp.stack(
-        (
-            xp.stack((1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy))),
-            xp.stack((2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx))),
-            xp.stack((2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy))),
-        )
-    )
+    # Doubling is exact, so x * (2 y) rounds exactly as 2 (x y).
+    x2, y2, z2 = 2 * x, 2 * y, 2 * z
+    xx, yy, zz = x * x2, y * y2, z * z2
+    xy, xz, yz = x * y2, x * z2, y * z2
+    wx, wy, wz = w * x2, w * y2, w * z2
+    xp.subtract(1.0, yy + zz, out=out[0, 0])
+    xp.subtract(xy, wz, out=out[0, 1])
+    xp.add(xz, wy, out=out[0, 2])
+    xp.add(xy, wz, out=out[1, 0])
+    xp.subtract(1.0, xx + zz, out=out[1, 1])
+    xp.subtract(yz, wx, out=out[1, 2])
+    xp.subtract(xz, wy, out=out[2, 0])
+    xp.add(yz, wx, out=out[2, 1])
+    xp.subtract(1.0, xx + yy, out=out[2, 2])
+    return out
 
 
 def matrix_to_quat(xp: Any, m: Array) -> Array:

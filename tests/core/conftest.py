@@ -1,9 +1,9 @@
 """Engine tests run on every backend: NumPy, the strict CuPy stand-in, and CuPy where a GPU is."""
 
 import pytest
-from strict_xp import strict_xp
 
 from oriented_strands.core import Backend, available_backends, get_backend
+from strict_xp import strict_xp
 
 BACKENDS = ["numpy", "strict"] + (["cupy"] if available_backends()["cupy"] == "" else [])
 
