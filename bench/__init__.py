@@ -1,0 +1,1 @@
+"""Speed of the engine beside its peers on the same strands; see ``docs/performance.md``."""
