@@ -19,6 +19,7 @@ from bpy.props import (
     FloatVectorProperty,
     IntProperty,
     PointerProperty,
+    StringProperty,
 )
 
 from .. import scene
@@ -431,4 +432,29 @@ class StrandObstacleProperties(bpy.types.PropertyGroup):
     )
 
 
-classes = (StrandSystemProperties, StrandObstacleProperties)
+class StrandBakeProperties(bpy.types.PropertyGroup):
+    """What a bake generated: set on the objects a bake creates, read by Free Bake and export."""
+
+    source: PointerProperty(
+        name="Baked From",
+        description="The strand system this object was baked from",
+        type=bpy.types.Object,
+        options=STATIC,
+    )
+    target: EnumProperty(
+        name="Bake Target",
+        description="What this object holds",
+        items=[("NONE", "None", "Not a baked object"), *scene.BAKE_TARGET_ITEMS],
+        default="NONE",
+        options=STATIC,
+    )
+    frame_start: IntProperty(name="First Baked Frame", options=STATIC)
+    frame_end: IntProperty(name="Last Baked Frame", options=STATIC)
+    cache_file: StringProperty(
+        name="Cache File",
+        description="Positions of every baked frame (hair curves), relative to the .blend",
+        options=STATIC,
+    )
+
+
+classes = (StrandSystemProperties, StrandObstacleProperties, StrandBakeProperties)

@@ -56,7 +56,8 @@ _sampling_depth = 0
 
 @contextlib.contextmanager
 def sampling() -> Iterator[None]:
-    """While the input is sampled with ``frame_set``, the frame handler stands aside."""
+    """While the input is sampled with ``frame_set`` (or baked objects are exported), the live
+    preview's frame handler stands aside."""
     global _sampling_depth
     _sampling_depth += 1
     try:

@@ -111,6 +111,22 @@ def _prepare_and_build(
     return built
 
 
+def read_for_bake(
+    scene: bpy.types.Scene, view_layer: bpy.types.ViewLayer, objects: list[bpy.types.Object]
+) -> dict[str, StrandSystemRuntime]:
+    """Fresh runtimes of ``objects``' strand systems, read and built now, off to the side.
+
+    The live preview's runtimes are left alone. A fresh simulation from the start frame gives
+    exactly the frames live playback gives, whatever frames were previewed before and in
+    whatever order. Raises :class:`StrandError` (one line per object at fault).
+    """
+    requests = []
+    for ob in objects:
+        props = getattr(ob, PROPERTY_GROUP)
+        requests.append((ob, props.frame_start, props.frame_end))
+    return _prepare_and_build(scene, view_layer, requests)
+
+
 def add_strand_systems(
     scene: bpy.types.Scene, view_layer: bpy.types.ViewLayer, objects: list[bpy.types.Object]
 ) -> list[bpy.types.Object]:
