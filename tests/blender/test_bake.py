@@ -6,9 +6,8 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 from scene_builders import (  # noqa: E402
-    add_strand_system,
-    poly_curve,
     preview_points,
+    saved_swinging_tree,
     scene_snapshot,
     select_only,
 )
@@ -16,34 +15,11 @@ from scene_builders import (  # noqa: E402
 pytestmark = pytest.mark.usefixtures("extension")
 
 FRAMES = 12
-# A trunk with a branch (bones parent across strands) and a free strand, all swinging.
-TREE = [
-    [(0, 0, 0), (0, 0, 0.2), (0, 0, 0.4)],
-    [(0, 0, 0.2), (0.15, 0, 0.3)],
-    [(0.3, 0, 0.4), (0.55, 0, 0.4)],
-]
 
 
 @pytest.fixture
 def tree(factory_scene, tmp_path):
-    """A saved scene with a branched strand system whose base turns and moves."""
-    factory_scene.frame_start, factory_scene.frame_end = 1, FRAMES
-    ob = poly_curve("tree", TREE)
-    ob.rotation_mode = "XYZ"
-    ob.keyframe_insert("rotation_euler", frame=1)
-    ob.rotation_euler = (0.0, 0.0, 1.2)
-    ob.location = (0.1, 0.0, 0.0)
-    ob.keyframe_insert("rotation_euler", frame=FRAMES)
-    ob.keyframe_insert("location", frame=FRAMES)
-    ob.location = (0.0, 0.0, 0.0)
-    ob.keyframe_insert("location", frame=1)
-    assert add_strand_system(ob) == {"FINISHED"}
-    props = ob.oriented_strands
-    props.segment_count = 3
-    props.youngs_modulus = 0.5
-    props.radius = 0.004
-    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "tree.blend"))
-    return bpy.context.scene.objects["tree"]
+    return saved_swinging_tree(factory_scene, tmp_path, FRAMES)
 
 
 def _live(scene, ob, frames):
