@@ -19,7 +19,8 @@ from .. import scene
 from ..core import StrandError
 from .strand_system import report_error
 
-# A timer tick simulates frames for about this long (s) before the UI gets control back.
+# A timer tick simulates one frame, then more for up to this long (s), before the UI gets
+# control back.
 TICK_SECONDS = 0.1
 
 
@@ -28,6 +29,11 @@ def _selected_systems(context: bpy.types.Context) -> list[bpy.types.Object]:
     if scene.is_strand_system(context.object) and context.object not in objects:
         objects.append(context.object)
     return objects
+
+
+def _has_ui(context: bpy.types.Context) -> bool:
+    # Background Blender runs no timers, so a modal bake would never advance.
+    return not bpy.app.background and context.window is not None
 
 
 def _target_label(target: str) -> str:
@@ -71,7 +77,7 @@ class _Bake:
             return report_error(self, error)
 
     def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
-        if bpy.app.background or context.window is None:
+        if not _has_ui(context):
             return self.execute(context)
         try:
             self._job = self._start(context)
@@ -97,6 +103,7 @@ class _Bake:
         job = self._job
         try:
             deadline = time.perf_counter() + TICK_SECONDS
+            job.step()
             while not job.done and time.perf_counter() < deadline:
                 job.step()
             context.window_manager.progress_update(job.fraction)

@@ -156,6 +156,29 @@ class OBJECT_PT_oriented_strands_cache(_StrandSubPanel, bpy.types.Panel):
         row.operator("oriented_strands.reset_to_rest")
 
 
+class OBJECT_PT_oriented_strands_bake(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Bake"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, _props = self._layout(context)
+        layout.use_property_split = False
+        for target, label, _description in scene.BAKE_TARGET_ITEMS:
+            suffix = target.lower()
+            baked = scene.baked_objects(context.object, target)
+            column = layout.column(align=True)
+            row = column.row(align=True)
+            row.operator(f"oriented_strands.bake_{suffix}", text=f"Bake {label}")
+            row.operator(f"oriented_strands.free_bake_{suffix}", text="", icon="TRASH")
+            row.operator(f"oriented_strands.export_alembic_{suffix}", text="", icon="EXPORT")
+            for ob in baked:
+                bake = ob.oriented_strands_bake
+                column.label(
+                    text=f"{ob.name}: frames {bake.frame_start}–{bake.frame_end}", icon="CHECKMARK"
+                )
+        if not bpy.data.filepath:
+            layout.label(text="Save the file to bake hair curves (cached next to it)", icon="INFO")
+
+
 class OBJECT_PT_oriented_strands_obstacle(_PhysicsPanel, bpy.types.Panel):
     bl_label = "Strand Obstacle"
     bl_options = {"DEFAULT_CLOSED"}
@@ -188,5 +211,6 @@ classes = (
     OBJECT_PT_oriented_strands_forces,
     OBJECT_PT_oriented_strands_solver,
     OBJECT_PT_oriented_strands_cache,
+    OBJECT_PT_oriented_strands_bake,
     OBJECT_PT_oriented_strands_obstacle,
 )

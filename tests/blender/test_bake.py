@@ -257,3 +257,96 @@ def test_unusable_requests_are_refused_with_a_reason(factory_scene, tree):
     with pytest.raises(scene.SceneInputError, match="not a strand system"):
         scene.BakeJob(factory_scene, bpy.context.view_layer, [camera], ["HAIR"])
     assert _everything() == before
+
+
+class _FakeWindowManager:
+    """The window manager calls of the modal bake, recorded (background Blender has no UI)."""
+
+    def __init__(self):
+        self.progress = []
+        self.timers = []
+
+    def progress_begin(self, low, high):
+        self.progress.append(("begin", low, high))
+
+    def progress_update(self, value):
+        self.progress.append(("update", value))
+
+    def progress_end(self):
+        self.progress.append(("end",))
+
+    def event_timer_add(self, interval, window=None):
+        self.timers.append("timer")
+        return "timer"
+
+    def event_timer_remove(self, timer):
+        self.timers.remove(timer)
+
+    def modal_handler_add(self, operator):
+        pass
+
+
+def _modal_bake(target):
+    """A UI-like context, and the registered modal operator's methods bound to a stand-in."""
+    from types import SimpleNamespace
+
+    cls = getattr(bpy.types, f"ORIENTED_STRANDS_OT_bake_{target.lower()}")
+    status = []
+    context = SimpleNamespace(
+        scene=bpy.context.scene,
+        view_layer=bpy.context.view_layer,
+        selected_objects=bpy.context.selected_objects,
+        object=bpy.context.object,
+        window="window",
+        window_manager=_FakeWindowManager(),
+        workspace=SimpleNamespace(status_text_set=status.append),
+    )
+    reports = []
+    operator = SimpleNamespace(target=target, report=lambda kind, text: reports.append(text))
+    for name in ("_start", "_finished", "_stop", "execute", "modal", "invoke", "cancel"):
+        setattr(operator, name, getattr(cls, name).__get__(operator))
+    return operator, context, reports
+
+
+def test_the_modal_bake_steps_on_timer_ticks_and_reports_progress(factory_scene, tree, monkeypatch):
+    from types import SimpleNamespace
+
+    from oriented_strands.operators import bake as bake_operators
+
+    monkeypatch.setattr(bake_operators, "TICK_SECONDS", 0.0)  # one frame per tick
+    monkeypatch.setattr(bake_operators, "_has_ui", lambda context: True)
+    select_only(tree)
+    operator, context, reports = _modal_bake("HAIR")
+    assert operator.invoke(context, None) == {"RUNNING_MODAL"}
+    ticks = 0
+    result = {"RUNNING_MODAL"}
+    while result == {"RUNNING_MODAL"}:
+        ticks += 1
+        result = operator.modal(context, SimpleNamespace(type="TIMER"))
+    assert result == {"FINISHED"}
+    assert ticks == FRAMES
+    updates = [entry[1] for entry in context.window_manager.progress if entry[0] == "update"]
+    assert updates == pytest.approx(np.arange(1, FRAMES + 1) / FRAMES)
+    assert context.window_manager.progress[-1] == ("end",)
+    assert not context.window_manager.timers
+    assert reports == [f"Baked {FRAMES} frames to 'tree_baked_hair'"]
+
+
+def test_esc_cancels_the_modal_bake_and_changes_nothing(factory_scene, tree, monkeypatch):
+    from types import SimpleNamespace
+
+    from oriented_strands.operators import bake as bake_operators
+
+    monkeypatch.setattr(bake_operators, "TICK_SECONDS", 0.0)
+    monkeypatch.setattr(bake_operators, "_has_ui", lambda context: True)
+    select_only(tree)
+    before = _everything()
+    operator, context, reports = _modal_bake("BONES")
+    operator.invoke(context, None)
+    for _ in range(4):
+        assert operator.modal(context, SimpleNamespace(type="TIMER")) == {"RUNNING_MODAL"}
+    assert operator.modal(context, SimpleNamespace(type="MOUSEMOVE")) == {"RUNNING_MODAL"}
+    assert operator.modal(context, SimpleNamespace(type="ESC")) == {"CANCELLED"}
+    assert reports == ["Bake cancelled: nothing was changed"]
+    assert not context.window_manager.timers
+    assert _everything() == before

@@ -95,6 +95,7 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "Forces",
         "Solver",
         "Cache",
+        "Bake",
     ]
     shown = {name for kind, name in drawn if kind == "prop"}
     assert {
@@ -121,6 +122,22 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "oriented_strands.reset_to_rest",
         "oriented_strands.remove_strand_system",
     } <= operators
+    for target in ("shape_keys", "bones", "hair"):
+        assert {
+            f"oriented_strands.bake_{target}",
+            f"oriented_strands.free_bake_{target}",
+            f"oriented_strands.export_alembic_{target}",
+        } <= operators
+    assert "Save the file to bake hair curves (cached next to it)" in labels
+
+
+def test_the_bake_panel_lists_what_was_baked():
+    ob = poly_curve("strand", [[(0, 0, 0), (0, 0, -0.2)]])
+    bpy.context.scene.frame_end = 3
+    add_strand_system(ob)
+    bpy.ops.oriented_strands.bake_shape_keys()
+    (panel,) = [cls for cls in _panels() if cls.bl_label == "Bake"]
+    assert ("label", "strand_shape_keys: frames 1–3") in _draw(panel, bpy.context)
 
 
 def test_obstacles_show_their_material_and_say_collisions_are_not_simulated_yet():
