@@ -16,6 +16,10 @@ import bpy
 import numpy as np
 
 
+def _has_layered_actions() -> bool:
+    return hasattr(bpy.types, "ActionChannelbag") or hasattr(bpy.types, "ActionChannelBag")
+
+
 def _fcurves_of(id_data: bpy.types.ID) -> Iterable[bpy.types.FCurve]:
     animation = getattr(id_data, "animation_data", None)
     action = animation.action if animation is not None else None
@@ -56,10 +60,6 @@ def keyframes_fingerprint(curves: dict[tuple[str, int], bpy.types.FCurve]) -> tu
         )
         prints.append((key, fcurve.extrapolation, len(fcurve.modifiers), points))
     return tuple(prints)
-
-
-def _has_layered_actions() -> bool:
-    return hasattr(bpy.types, "ActionChannelbag") or hasattr(bpy.types, "ActionChannelBag")
 
 
 def new_action(id_data: bpy.types.ID, name: str) -> tuple[bpy.types.Action, object]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
@@ -23,8 +22,9 @@ import numpy as np
 from ..core import StrandError
 from . import bake_outputs
 from .bake_outputs import BAKE_TARGET_ITEMS, BONES, HAIR, BakedSystem
+from .cache import StrandSystemRuntime
 from .errors import SceneInputError
-from .strands import PROPERTY_GROUP, AnimatedValues, read_settings
+from .strands import PROPERTY_GROUP, AnimatedValues, StrandSettings, read_settings
 from .systems import is_strand_system, read_for_bake
 
 # Past this many bones Blender's animation system slows to a crawl (every bone has four
@@ -46,41 +46,45 @@ def _link_parents(specs: list, point_counts: np.ndarray) -> np.ndarray:
     return np.array(parents, dtype=np.int64)
 
 
-@dataclass
 class _Recording:
-    ob: bpy.types.Object
-    runtime: object
-    settings: object
-    animated: AnimatedValues
-    with_rotations: bool
-    points: list = field(default_factory=list)
-    rotations: list = field(default_factory=list)
+    """One system's frames, written into arrays allocated once for the whole range."""
 
-    @property
-    def frame_start(self) -> int:
-        return self.runtime.prepared.frame_start
-
-    @property
-    def frame_end(self) -> int:
-        return self.runtime.prepared.frame_end
+    def __init__(
+        self,
+        ob: bpy.types.Object,
+        runtime: StrandSystemRuntime,
+        settings: StrandSettings,
+        with_rotations: bool,
+    ) -> None:
+        self.ob, self.runtime, self.settings = ob, runtime, settings
+        self.animated = AnimatedValues(ob)
+        self.frame_start = runtime.prepared.frame_start
+        self.frame_end = runtime.prepared.frame_end
+        frames = self.frame_end - self.frame_start + 1
+        model = runtime.model
+        self.points = np.empty((frames, model.n_points, 3), dtype=np.float32)
+        self.rotations = np.empty((frames, model.n_links, 3, 3)) if with_rotations else None
 
     def record(self, frame: int) -> None:
         runtime = self.runtime
-        self.points.append(runtime.points_at(frame, self.settings, self.animated))
-        if self.with_rotations:
-            self.rotations.append(runtime.simulation.link_frames()[0])
+        index = frame - self.frame_start
+        self.points[index] = runtime.points_at(frame, self.settings, self.animated)
+        if self.rotations is not None:
+            self.rotations[index] = runtime.simulation.link_frames()[0]
+        # This runtime is the bake's own: only its latest frame is needed to step on, so the
+        # points are held once, here, however long the bake.
+        runtime.frames.pop(frame - 1, None)
 
     def result(self) -> BakedSystem:
-        runtime = self.runtime
-        layout = runtime.layout
+        layout = self.runtime.layout
         return BakedSystem(
             source=self.ob,
             frames=np.arange(self.frame_start, self.frame_end + 1),
-            points=np.stack(self.points),
+            points=self.points,
             point_counts=np.asarray(layout.point_counts),
-            point_radius=np.asarray(runtime.point_radius),
+            point_radius=np.asarray(self.runtime.point_radius),
             link_parent=_link_parents(layout.specs, np.asarray(layout.point_counts)),
-            link_rotations=np.stack(self.rotations) if self.with_rotations else None,
+            link_rotations=self.rotations,
         )
 
 
@@ -139,7 +143,6 @@ class BakeJob:
                 ob,
                 runtimes[ob.name],
                 read_settings(ob, scene),
-                AnimatedValues(ob),
                 with_rotations=BONES in self.targets,
             )
             for ob in objects
@@ -152,20 +155,18 @@ class BakeJob:
                     f"to a crawl past about {BONE_LIMIT}. Bake dense hair to Hair Curves or "
                     "export Alembic instead, or use fewer segments"
                 )
-        self.scene = scene
-        self.view_layer = view_layer
         self.first_frame = min(r.frame_start for r in self._recordings)
         self.last_frame = max(r.frame_end for r in self._recordings)
         self.next_frame = self.first_frame
         self._started = time.perf_counter()
         self._last_report = self._started
         names = ", ".join(repr(r.ob.name) for r in self._recordings)
-        strands = sum(r.runtime.model.n_strands for r in self._recordings)
+        self._strands = sum(r.runtime.model.n_strands for r in self._recordings)
         links = sum(r.runtime.model.n_links for r in self._recordings)
         labels = ", ".join(_target_label(t) for t in self.targets)
         self._output(
-            f"Oriented Strands: baking {names} to {labels}: {strands} strands, {links} segments, "
-            f"frames {self.first_frame}-{self.last_frame}"
+            f"Oriented Strands: baking {names} to {labels}: {self._strands} strands, {links} "
+            f"segments, frames {self.first_frame}-{self.last_frame}"
         )
 
     @property
@@ -201,8 +202,8 @@ class BakeJob:
             per_frame = (now - self._started) / done
             eta = per_frame * (self.frame_count - done)
             self._output(
-                f"  frame {frame} ({done}/{self.frame_count}), {per_frame:.3f} s/frame, "
-                f"ETA {eta:.0f} s"
+                f"  frame {frame} ({done}/{self.frame_count}), {self._strands} strands, "
+                f"{per_frame:.3f} s/frame, ETA {eta:.0f} s"
             )
 
     def run(self) -> None:
