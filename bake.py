@@ -24,7 +24,12 @@ import os
 import sys
 import tempfile
 
-TARGETS = {"shape_keys": "SHAPE_KEYS", "bones": "BONES", "hair": "HAIR"}
+TARGETS = {
+    "shape_keys": "SHAPE_KEYS",
+    "mesh_shape_keys": "MESH_SHAPE_KEYS",
+    "bones": "BONES",
+    "hair": "HAIR",
+}
 
 
 class BakeCommandError(Exception):

@@ -183,11 +183,9 @@ def _operator(base: type, verb: str, target: str, doc: str) -> type:
     )
 
 
-TARGETS = ("SHAPE_KEYS", "BONES", "HAIR")
-
 classes = tuple(
     _operator(base, verb, target, doc)
-    for target in TARGETS
+    for target, _label, _description in scene.BAKE_TARGET_ITEMS
     for base, verb, doc in (
         (_Bake, "bake", "Bake the selected strand systems to {label}"),
         (_FreeBake, "free_bake", "Delete the selected strand systems' bake to {label}"),

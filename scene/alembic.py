@@ -39,7 +39,8 @@ def exported_objects(sources: list[bpy.types.Object], target: str) -> list[bpy.t
     for source in sources:
         baked = baked_objects(source, target)
         if not baked:
-            raise SceneInputError(f"object {source.name!r} has no {target.lower()} bake to export")
+            kind = target.lower().replace("_", " ")
+            raise SceneInputError(f"object {source.name!r} has no {kind} bake to export")
         for ob in baked:
             if target == BONES:
                 meshes = _skinned_meshes(ob)

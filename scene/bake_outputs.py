@@ -25,9 +25,15 @@ from .preview import new_curves_object
 
 log = logging.getLogger(__name__)
 
-SHAPE_KEYS, BONES, HAIR = "SHAPE_KEYS", "BONES", "HAIR"
+SHAPE_KEYS, MESH_SHAPE_KEYS = "SHAPE_KEYS", "MESH_SHAPE_KEYS"
+BONES, HAIR = "BONES", "HAIR"
 BAKE_TARGET_ITEMS = [
     (SHAPE_KEYS, "Shape Keys", "A Curve object with one shape key per frame"),
+    (
+        MESH_SHAPE_KEYS,
+        "Mesh Shape Keys",
+        "A wire mesh through the strands' points with one shape key per frame",
+    ),
     (BONES, "Bones", "An armature with one bone per segment and a rotation key per frame"),
     (HAIR, "Hair Curves", "A Curves object playing positions cached next to the .blend file"),
 ]
@@ -74,7 +80,12 @@ class BakedSystem:
         )
 
 
-SUFFIXES = {SHAPE_KEYS: "_shape_keys", BONES: "_rig", HAIR: "_baked_hair"}
+SUFFIXES = {
+    SHAPE_KEYS: "_shape_keys",
+    MESH_SHAPE_KEYS: "_mesh_keys",
+    BONES: "_rig",
+    HAIR: "_baked_hair",
+}
 CACHE_FOLDER = "strands_cache"
 
 
@@ -191,12 +202,7 @@ def _tag(ob: bpy.types.Object, system: BakedSystem, target: str) -> None:
 
 
 def write_shape_keys(system: BakedSystem, transaction: Transaction) -> bpy.types.Object:
-    """A POLY Curve object with a relative shape key per frame, keyed so each frame shows its own.
-
-    Key ``frame_0012`` has value 1 at frame 12 and 0 at frames 11 and 13, linearly between: whole
-    frames show exactly the simulated points, subframes (motion blur) blend the two neighbours.
-    Before the first and after the last frame the first and last keys hold.
-    """
+    """A POLY Curve object through the simulated points, with a shape key per frame."""
     name = system.source.name + SUFFIXES[SHAPE_KEYS]
     curve = transaction.created(bpy.data.curves.new(name, "CURVE"))
     curve.dimensions = "3D"
@@ -208,22 +214,46 @@ def write_shape_keys(system: BakedSystem, transaction: Transaction) -> bpy.types
         co = np.hstack([rest[start : start + count], np.ones((count, 1))])
         spline.points.foreach_set("co", co.ravel())
         start += count
-    ob = bpy.data.objects.new(name, curve)
-    transaction.add_object(ob, system.source, SHAPE_KEYS)
+    return _add_frame_keys(bpy.data.objects.new(name, curve), system, SHAPE_KEYS, transaction)
+
+
+def write_mesh_shape_keys(system: BakedSystem, transaction: Transaction) -> bpy.types.Object:
+    """A wire mesh (a vertex per point, an edge per segment) with a shape key per frame."""
+    name = system.source.name + SUFFIXES[MESH_SHAPE_KEYS]
+    mesh = transaction.created(bpy.data.meshes.new(name))
+    joints = system.link_point
+    mesh.vertices.add(system.points.shape[1])
+    mesh.vertices.foreach_set("co", np.ascontiguousarray(system.points[0]).ravel())
+    mesh.edges.add(len(joints))
+    mesh.edges.foreach_set("vertices", np.stack([joints, joints + 1], axis=1).ravel())
+    mesh.update()
+    return _add_frame_keys(bpy.data.objects.new(name, mesh), system, MESH_SHAPE_KEYS, transaction)
+
+
+def _add_frame_keys(
+    ob: bpy.types.Object, system: BakedSystem, target: str, transaction: Transaction
+) -> bpy.types.Object:
+    """Relative shape keys ``frame_0001``, ... on ``ob`` (its points are the first frame), each
+    keyed so that its frame shows exactly the simulated points.
+
+    Key ``frame_0012`` has value 1 at frame 12 and 0 at frames 11 and 13, linearly between: whole
+    frames show exactly the simulated points, subframes (motion blur) blend the two neighbours.
+    Before the first and after the last frame the first and last keys hold.
+    """
+    transaction.add_object(ob, system.source, target)
     ob.shape_key_add(name="Basis", from_mix=False)
     names = [f"frame_{frame:04d}" for frame in system.frames]
     for key_name, points in zip(names, system.points, strict=True):
         block = ob.shape_key_add(name=key_name, from_mix=False)
         block.data.foreach_set("co", np.ascontiguousarray(points, dtype=np.float32).ravel())
-    key = curve.shape_keys
-    action, fcurves = new_action(key, name)
+    action, fcurves = new_action(ob.data.shape_keys, ob.name)
     transaction.created(action)
     first, last = int(system.frames[0]), int(system.frames[-1])
     for key_name, frame in zip(names, system.frames, strict=True):
         frames = [f for f in (frame - 1, frame, frame + 1) if first <= f <= last]
         values = [1.0 if f == frame else 0.0 for f in frames]
         add_fcurve(fcurves, f'key_blocks["{key_name}"].value', 0, np.array(frames), values)
-    _tag(ob, system, SHAPE_KEYS)
+    _tag(ob, system, target)
     return ob
 
 
@@ -374,6 +404,7 @@ def write_hair_cache(system: BakedSystem, transaction: Transaction) -> bpy.types
 
 WRITERS: dict[str, Callable[[BakedSystem, Transaction], bpy.types.Object]] = {
     SHAPE_KEYS: write_shape_keys,
+    MESH_SHAPE_KEYS: write_mesh_shape_keys,
     BONES: write_armature,
     HAIR: write_hair_cache,
 }

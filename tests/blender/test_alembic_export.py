@@ -47,13 +47,19 @@ def test_hair_curves_export_one_sample_per_frame(factory_scene, tree, simulated,
     assert not bpy.data.objects["tree_baked_hair"].modifiers
 
 
-def test_shape_keys_export_one_sample_per_frame(factory_scene, tree, simulated, tmp_path):
+@pytest.mark.parametrize(
+    ("target", "name"), [("shape_keys", "tree_shape_keys"), ("mesh_shape_keys", "tree_mesh_keys")]
+)
+def test_shape_keys_export_one_sample_per_frame(
+    factory_scene, tree, simulated, tmp_path, target, name
+):
     select_only(tree)
-    bpy.ops.oriented_strands.bake_shape_keys()
+    getattr(bpy.ops.oriented_strands, f"bake_{target}")()
     path = tmp_path / "keys.abc"
     factory_scene.frame_set(4)
-    assert bpy.ops.oriented_strands.export_alembic_shape_keys(filepath=str(path)) == {"FINISHED"}
-    _check_samples(path, "tree_shape_keys", simulated)
+    export = getattr(bpy.ops.oriented_strands, f"export_alembic_{target}")
+    assert export(filepath=str(path)) == {"FINISHED"}
+    _check_samples(path, name, simulated)
     assert factory_scene.frame_current == 4
     assert [ob.name for ob in bpy.context.selected_objects] == ["tree"]
 

@@ -31,7 +31,7 @@ def _live(scene, ob, frames):
     return played
 
 
-def _evaluated_curve_points(ob):
+def _evaluated_points(ob):
     depsgraph = bpy.context.evaluated_depsgraph_get()
     mesh = ob.evaluated_get(depsgraph).to_mesh()
     points = np.empty(len(mesh.vertices) * 3)
@@ -47,23 +47,28 @@ def _hair_points(ob):
     return positions.reshape(-1, 3).astype(np.float64)
 
 
-def test_shape_keys_replay_live_playback_whatever_order_it_was_previewed(factory_scene, tree):
+@pytest.mark.parametrize(
+    ("target", "geometry"), [("shape_keys", "CURVE"), ("mesh_shape_keys", "MESH")]
+)
+def test_shape_keys_replay_live_playback_whatever_order_it_was_previewed(
+    factory_scene, tree, target, geometry
+):
     rng = np.random.default_rng(7)
     order = [int(f) for f in rng.permutation(np.arange(1, FRAMES + 1))]
     live = _live(factory_scene, tree, order)
 
     select_only(tree)
-    assert bpy.ops.oriented_strands.bake_shape_keys() == {"FINISHED"}
-    baked = bpy.data.objects["tree_shape_keys"]
+    assert getattr(bpy.ops.oriented_strands, f"bake_{target}")() == {"FINISHED"}
+    (baked,) = [ob for ob in bpy.data.objects if ob.type == geometry and ob.name != "tree"]
     blocks = baked.data.shape_keys.key_blocks
     assert [b.name for b in blocks] == ["Basis"] + [f"frame_{f:04d}" for f in range(1, 13)]
     assert baked.name in factory_scene.collection.objects
     for frame in range(1, FRAMES + 1):
         factory_scene.frame_set(frame)
-        np.testing.assert_allclose(_evaluated_curve_points(baked), live[frame], atol=2e-6)
+        np.testing.assert_allclose(_evaluated_points(baked), live[frame], atol=2e-6)
     # After the bake's range the last frame holds, as in live playback.
     factory_scene.frame_set(FRAMES + 5)
-    np.testing.assert_allclose(_evaluated_curve_points(baked), live[FRAMES], atol=2e-6)
+    np.testing.assert_allclose(_evaluated_points(baked), live[FRAMES], atol=2e-6)
 
 
 def test_a_bake_at_another_time_gives_the_same_frames(factory_scene, tree):
@@ -148,14 +153,16 @@ def test_the_bone_bake_refuses_dense_hair_and_points_elsewhere(factory_scene, tr
 
 def test_free_bake_removes_the_objects_their_data_and_the_cache(factory_scene, tree, tmp_path):
     select_only(tree)
-    for target in ("shape_keys", "bones", "hair"):
+    targets = ("shape_keys", "mesh_shape_keys", "bones", "hair")
+    for target in targets:
         assert getattr(bpy.ops.oriented_strands, f"bake_{target}")() == {"FINISHED"}
     assert bpy.data.armatures
     assert bpy.data.shape_keys
-    for target in ("shape_keys", "bones", "hair"):
+    for target in targets:
         assert getattr(bpy.ops.oriented_strands, f"free_bake_{target}")() == {"FINISHED"}
     assert sorted(ob.name for ob in bpy.data.objects) == ["tree", "tree_strands"]
     assert not bpy.data.armatures
+    assert not bpy.data.meshes
     assert not bpy.data.shape_keys
     assert [a.name for a in bpy.data.actions] == ["treeAction"]
     assert not (tmp_path / "strands_cache" / "tree.npy").exists()
@@ -166,7 +173,15 @@ def _everything():
     import os
 
     state = scene_snapshot()
-    for collection in ("actions", "armatures", "shape_keys", "curves", "hair_curves", "objects"):
+    for collection in (
+        "actions",
+        "armatures",
+        "shape_keys",
+        "curves",
+        "hair_curves",
+        "meshes",
+        "objects",
+    ):
         state[collection] = sorted(i.name for i in getattr(bpy.data, collection))
     folder = os.path.dirname(bpy.data.filepath)
     state["files"] = sorted(
@@ -177,7 +192,10 @@ def _everything():
     return state
 
 
-@pytest.mark.parametrize("target", ["SHAPE_KEYS", "BONES", "HAIR"])
+ALL_TARGETS = ["SHAPE_KEYS", "MESH_SHAPE_KEYS", "BONES", "HAIR"]
+
+
+@pytest.mark.parametrize("target", ALL_TARGETS)
 def test_a_failing_step_leaves_the_scene_as_it_was(factory_scene, tree, monkeypatch, target):
     from oriented_strands.core import Simulation, SimulationDivergedError
 
@@ -199,7 +217,7 @@ def test_a_failing_step_leaves_the_scene_as_it_was(factory_scene, tree, monkeypa
     assert _everything() == before
 
 
-@pytest.mark.parametrize("target", ["SHAPE_KEYS", "BONES", "HAIR"])
+@pytest.mark.parametrize("target", ALL_TARGETS)
 def test_a_failing_write_removes_everything_it_made(factory_scene, tree, monkeypatch, target):
     from oriented_strands.scene import animation, bake_outputs
 
