@@ -142,6 +142,7 @@ class Transaction:
         self._ids: list[bpy.types.ID] = []
         self._objects: list[tuple[bpy.types.Object, bpy.types.Object, str, str]] = []
         self._files: list[tuple[str, str]] = []
+        self._folders: list[str] = []
 
     def created(self, data: bpy.types.ID) -> bpy.types.ID:
         """Record new data (removed on rollback) and return it."""
@@ -157,12 +158,25 @@ class Transaction:
         """A written file, moved from ``partial`` to ``final`` on commit."""
         self._files.append((partial, final))
 
+    def final_files(self) -> set[str]:
+        """Where the files written so far will be once committed."""
+        return {final for _, final in self._files}
+
+    def make_folder(self, path: str) -> str:
+        """Make the folder ``path`` if missing (removed again on rollback); return it."""
+        if not os.path.isdir(path):
+            os.makedirs(path)
+            self._folders.append(path)
+        return path
+
     def rollback(self) -> None:
         """Remove everything created; the scene is as before the bake."""
         bpy.data.batch_remove([data for data in self._ids if _is_alive(data)])
         for partial, _ in self._files:
             if os.path.exists(partial):
                 os.remove(partial)
+        for folder in reversed(self._folders):
+            os.rmdir(folder)
 
     def commit(self) -> list[bpy.types.Object]:
         """Replace earlier bakes of the same systems and targets; return the new objects."""
@@ -385,9 +399,20 @@ def write_hair_cache(system: BakedSystem, transaction: Transaction) -> bpy.types
     reads one frame per frame change, so memory stays flat however long the bake.
     """
     name = system.source.name + SUFFIXES[HAIR]
-    folder = os.path.join(os.path.dirname(bpy.data.filepath), CACHE_FOLDER)
-    os.makedirs(folder, exist_ok=True)
-    final = os.path.join(folder, bpy.path.clean_name(system.source.name) + ".npy")
+    folder = transaction.make_folder(os.path.join(os.path.dirname(bpy.data.filepath), CACHE_FOLDER))
+    # File names are cleaned object names; two objects whose names clean alike get two files.
+    taken = transaction.final_files() | {
+        _cache_path(ob)
+        for ob in bpy.data.objects
+        if getattr(ob, BAKE_PROPERTY_GROUP).target == HAIR
+        and getattr(ob, BAKE_PROPERTY_GROUP).source != system.source
+    }
+    stem = bpy.path.clean_name(system.source.name)
+    final = os.path.normpath(os.path.join(folder, stem + ".npy"))
+    copy = 2
+    while final in taken:
+        final = os.path.normpath(os.path.join(folder, f"{stem}_{copy}.npy"))
+        copy += 1
     partial = f"{final}.partial-{os.getpid()}"
     transaction.add_file(partial, final)
     with open(partial, "wb") as file:

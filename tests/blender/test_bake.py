@@ -186,8 +186,8 @@ def _everything():
     folder = os.path.dirname(bpy.data.filepath)
     state["files"] = sorted(
         os.path.relpath(os.path.join(root, name), folder)
-        for root, _, names in os.walk(folder)
-        for name in names
+        for root, folders, names in os.walk(folder)
+        for name in names + folders
     )
     return state
 
@@ -368,3 +368,19 @@ def test_esc_cancels_the_modal_bake_and_changes_nothing(factory_scene, tree, mon
     assert reports == ["Bake cancelled: nothing was changed"]
     assert not context.window_manager.timers
     assert _everything() == before
+
+
+def test_objects_whose_names_clean_alike_get_their_own_cache_files(factory_scene, tree, tmp_path):
+    from scene_builders import add_strand_system, poly_curve
+
+    twigs = [poly_curve(name, [[(1, 0, 0), (1, 0, -0.2)]]) for name in ("twig?", "twig!")]
+    add_strand_system(*twigs)
+    select_only(*twigs)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    caches = {
+        ob.oriented_strands_bake.source.name: ob.oriented_strands_bake.cache_file
+        for ob in bpy.data.objects
+        if ob.oriented_strands_bake.target == "HAIR"
+    }
+    assert caches == {"twig?": "//strands_cache/twig_.npy", "twig!": "//strands_cache/twig__2.npy"}
+    assert np.load(tmp_path / "strands_cache" / "twig__2.npy").shape == (FRAMES, 17, 3)
