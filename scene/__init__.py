@@ -8,7 +8,7 @@ caches and Alembic. Operators and panels call only what is re-exported here.
 
 from . import handlers
 from .alembic import export_alembic
-from .bake import BONE_LIMIT, BakeJob, bake_systems, check_targets
+from .bake import BakeJob, bake_systems
 from .bake_outputs import BAKE_TARGET_ITEMS, baked_objects, free_bake
 from .errors import SceneInputError
 from .inputs import STRAND_OBJECT_TYPES
@@ -31,7 +31,6 @@ from .systems import (
 
 __all__ = [
     "BAKE_TARGET_ITEMS",
-    "BONE_LIMIT",
     "BakeJob",
     "STRAND_OBJECT_TYPES",
     "SceneInputError",
@@ -39,7 +38,6 @@ __all__ = [
     "backend_items",
     "bake_systems",
     "baked_objects",
-    "check_targets",
     "backend_unavailable_reason",
     "enabled_changed",
     "export_alembic",

@@ -6,7 +6,7 @@ scene as it was. :meth:`BakeJob.finish` then builds every output (shape keys, an
 hair-curve cache) as new data; if anything fails, everything it created is removed again, and
 only when all of it exists does it replace the previous bake of the same system and target.
 
-The same job runs synchronously (:func:`bake`: background Blender, scripts, farms) or one
+The same job runs synchronously (:func:`bake_systems`: background Blender, scripts, farms) or one
 frame at a time from a modal operator's timer (the UI), with progress on the console either way.
 """
 
@@ -36,6 +36,8 @@ PROGRESS_INTERVAL = 1.0
 
 
 def _link_parents(specs: list, point_counts: np.ndarray) -> np.ndarray:
+    """Strand-order parent link of every link (-1 for roots): the previous link of its strand,
+    or for a branch's first link the link of the parent strand it is attached to."""
     link_counts = point_counts - 1
     offsets = np.concatenate(([0], np.cumsum(link_counts)))
     parents = []
@@ -92,7 +94,7 @@ def _target_label(target: str) -> str:
     return next(label for key, label, _ in BAKE_TARGET_ITEMS if key == target).lower()
 
 
-def check_targets(targets: Iterable[str]) -> tuple[str, ...]:
+def _checked_targets(targets: Iterable[str]) -> tuple[str, ...]:
     """The targets in a fixed order; raise :class:`SceneInputError` for unknown ones."""
     known = [key for key, _, _ in BAKE_TARGET_ITEMS]
     targets = set(targets)
@@ -120,7 +122,7 @@ class BakeJob:
         targets: Iterable[str],
         output: Callable[[str], None] | None = None,
     ) -> None:
-        self.targets = check_targets(targets)
+        self.targets = _checked_targets(targets)
         self._output = output or _print_to_console
         objects = list(dict.fromkeys(objects))
         if not objects:
@@ -138,6 +140,14 @@ class BakeJob:
                 "save the .blend file first: hair-curve bakes are cached in a folder next to it"
             )
         runtimes = read_for_bake(scene, view_layer, objects)
+        if BONES in self.targets:
+            bones = sum(runtime.model.n_links for runtime in runtimes.values())
+            if bones > BONE_LIMIT:
+                raise SceneInputError(
+                    f"a bone bake of {bones} segments would make {bones} bones; Blender slows "
+                    f"to a crawl past about {BONE_LIMIT}. Bake dense hair to Hair Curves or "
+                    "export Alembic instead, or use fewer segments"
+                )
         self._recordings = [
             _Recording(
                 ob,
@@ -147,14 +157,6 @@ class BakeJob:
             )
             for ob in objects
         ]
-        if BONES in self.targets:
-            bones = sum(r.runtime.model.n_links for r in self._recordings)
-            if bones > BONE_LIMIT:
-                raise SceneInputError(
-                    f"a bone bake of {bones} segments would make {bones} bones; Blender slows "
-                    f"to a crawl past about {BONE_LIMIT}. Bake dense hair to Hair Curves or "
-                    "export Alembic instead, or use fewer segments"
-                )
         self.first_frame = min(r.frame_start for r in self._recordings)
         self.last_frame = max(r.frame_end for r in self._recordings)
         self.next_frame = self.first_frame
