@@ -1,4 +1,5 @@
-"""What a bake writes: shape keys, an armature with baked actions, and hair-curve caches.
+"""What a bake writes: shape keys (on a curve or a wire mesh), an armature with a baked action,
+and hair-curve caches.
 
 Every writer builds new data through a :class:`Transaction` and never edits existing data, so a
 failed bake is undone by removing what the transaction created, and a successful one replaces
@@ -134,8 +135,8 @@ def free_bake(source: bpy.types.Object, target: str) -> int:
 class Transaction:
     """Data and files a bake creates: removed by :meth:`rollback`, put in place by :meth:`commit`.
 
-    New objects are kept out of every collection until the commit (an armature, which needs edit
-    mode, is the exception: it is linked while its bones are made and unlinked on rollback).
+    New objects are kept out of every collection until the commit (an armature is linked to the
+    scene only while edit mode makes its bones).
     """
 
     def __init__(self) -> None:
@@ -318,14 +319,13 @@ def write_armature(system: BakedSystem, transaction: Transaction) -> bpy.types.O
         bones = []
         for index, bone_name in enumerate(names):
             bone = armature.edit_bones.new(bone_name)
-            matrix = Matrix.Identity(4)
-            matrix.col[0][:3] = rest_rotations[index, :, 0]
-            matrix.col[1][:3] = rest_rotations[index, :, 1]
-            matrix.col[2][:3] = rest_rotations[index, :, 2]
-            matrix.translation = rest_points[joints[index]]
-            bone.head = (0.0, 0.0, 0.0)
+            # A new bone has no length, and Blender deletes zero-length bones on leaving edit
+            # mode; the matrix then sets head, direction and roll, the length the tail.
             bone.tail = (0.0, 1.0, 0.0)
-            bone.matrix = matrix
+            matrix = np.eye(4)
+            matrix[:3, :3] = rest_rotations[index]
+            matrix[:3, 3] = rest_points[joints[index]]
+            bone.matrix = Matrix(matrix.tolist())
             bone.length = float(
                 np.linalg.norm(rest_points[joints[index] + 1] - rest_points[joints[index]])
             )
