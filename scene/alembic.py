@@ -7,6 +7,7 @@
   file holds one bake target: shape keys as meshes (points and edges, which is all a POLY
   strand is), hair as curves, bones as the meshes skinned to the rig.
 - Alembic is Y-up: Blender's (x, y, z) is written as (x, z, -y).
+- Wire meshes with shape keys (Mesh Shape Keys) export as they are.
 
 The file is written next to its destination and moved over it once complete, so a failed export
 never leaves a partial file, and the scene's selection, active object and frame are restored.
@@ -73,7 +74,11 @@ def export_alembic(
     folder = os.path.dirname(filepath) or "."
     if not os.path.isdir(folder):
         raise SceneInputError(f"the folder of {filepath!r} does not exist")
-    bakes = [getattr(ob, BAKE_PROPERTY_GROUP) for ob in sources for ob in baked_objects(ob, target)]
+    bakes = [
+        getattr(baked, BAKE_PROPERTY_GROUP)
+        for source in sources
+        for baked in baked_objects(source, target)
+    ]
     start = min(bake.frame_start for bake in bakes)
     end = max(bake.frame_end for bake in bakes)
 
