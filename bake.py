@@ -129,6 +129,11 @@ def run(arguments: argparse.Namespace) -> list[str]:
     written = []
     if arguments.save_as:
         bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(arguments.save_as))
+    if arguments.alembic:
+        # Checked before baking, so a typo costs no simulation and leaves no caches behind.
+        folder = os.path.dirname(bpy.path.abspath(arguments.alembic)) or "."
+        if not os.path.isdir(folder):
+            raise BakeCommandError(f"--alembic: no folder {folder!r} to write into")
     context = bpy.context
     objects = _systems(bpy, scene, arguments.objects)
     if arguments.frames:

@@ -135,6 +135,8 @@ class BakeJob:
                     f"object {ob.name!r}: its simulation is off (Simulate is unchecked); "
                     "switch it on to bake"
                 )
+        if BONES in self.targets and bpy.context.mode != "OBJECT":
+            raise SceneInputError("bake bones from Object Mode (bones are made in edit mode)")
         if HAIR in self.targets and not bpy.data.filepath:
             raise SceneInputError(
                 "save the .blend file first: hair-curve bakes are cached in a folder next to it"

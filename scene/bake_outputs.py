@@ -20,7 +20,6 @@ import numpy as np
 from mathutils import Matrix
 
 from .animation import add_fcurve, new_action
-from .errors import SceneInputError
 from .geometry import continuous_quaternions, quaternions_from_matrices
 from .preview import new_curves_object
 
@@ -290,12 +289,10 @@ def write_armature(system: BakedSystem, transaction: Transaction) -> bpy.types.O
     Bones follow the strands' links: head at the joint, tail at the segment's tip, and x and z
     along the link's cross-section axes, so the roll carries the strand's twist. A branch's first
     bone is a child of the bone it grows from. Rest pose: the first frame. Root bones are also
-    keyed in location (they follow what carries the roots). Needs Object Mode: bones can only be
-    made in edit mode.
+    keyed in location (they follow what carries the roots). Needs Object Mode (checked by the
+    bake job): bones can only be made in edit mode, entered here for the new armature alone.
     """
     context = bpy.context
-    if context.mode != "OBJECT":
-        raise SceneInputError("bake bones from Object Mode (bones are made in edit mode)")
     name = system.source.name + SUFFIXES[BONES]
     armature = transaction.created(bpy.data.armatures.new(name))
     ob = bpy.data.objects.new(name, armature)

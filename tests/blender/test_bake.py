@@ -151,6 +151,16 @@ def test_the_bone_bake_refuses_dense_hair_and_points_elsewhere(factory_scene, tr
     assert scene_snapshot() == before
 
 
+def test_bones_are_baked_from_object_mode_only(factory_scene, tree):
+    select_only(tree)
+    bpy.ops.object.mode_set(mode="EDIT")
+    before = _everything()
+    with pytest.raises(RuntimeError, match="bake bones from Object Mode"):
+        bpy.ops.oriented_strands.bake_bones()
+    assert _everything() == before
+    bpy.ops.object.mode_set(mode="OBJECT")
+
+
 def test_free_bake_removes_the_objects_their_data_and_the_cache(factory_scene, tree, tmp_path):
     select_only(tree)
     targets = ("shape_keys", "mesh_shape_keys", "bones", "hair")

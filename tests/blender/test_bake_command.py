@@ -83,6 +83,7 @@ def test_a_frame_range_and_several_targets_in_one_run(tree, tmp_path, capsys):
         (["--frames", "9-2"], "frame range '9-2' ends before it starts"),
         (["--frames", "start-9"], "'start-9' is not a frame range"),
         (["--target", "bones", "--alembic", "x.abc"], "--alembic needs exactly one --target"),
+        (["--alembic", "//missing/hair.abc"], "--alembic: no folder"),
     ],
 )
 def test_bad_requests_fail_with_a_clear_message(tree, tmp_path, capsys, arguments, message):
