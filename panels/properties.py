@@ -19,6 +19,7 @@ from bpy.props import (
     FloatVectorProperty,
     IntProperty,
     PointerProperty,
+    StringProperty,
 )
 
 from .. import scene
@@ -33,7 +34,11 @@ def _parameters_changed(props: StrandSystemProperties, _context: bpy.types.Conte
 
 
 def _input_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
-    scene.input_changed(props.id_data)
+    scene.input_changed(props.id_data, "the frame range changed")
+
+
+def _reference_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.input_changed(props.id_data, "the local-dynamics reference changed")
 
 
 def _enabled_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
@@ -307,6 +312,66 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         unit="VELOCITY",
         size=3,
         update=_parameters_changed,
+    )
+
+    # --- art direction -----------------------------------------------------------------------
+    rest_shape: EnumProperty(
+        name="Rest Shape",
+        description="Which shape the strands take without gravity",
+        items=[
+            (
+                "DRAWN",
+                "As Drawn",
+                "The curves as drawn are the strands' shape without gravity: they sag under it",
+            ),
+            (
+                "HOLD_UNDER_GRAVITY",
+                "Hold Drawn Shape",
+                "The strands keep the drawn shape under the start frame's gravity: their shape "
+                "without gravity is found by inverse dynamics (zero-gravity rest shape)",
+            ),
+        ],
+        default="DRAWN",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    time_scale: FloatProperty(
+        name="Time Scale",
+        description=(
+            "How much of the roots' motion the strands feel: 0 carries them along rigidly, 1 is "
+            "physical, above 1 exaggerates (where the roots are does not change)"
+        ),
+        default=1.0,
+        min=0.0,
+        soft_max=2.0,
+        update=_parameters_changed,
+    )
+    local_dynamics: FloatProperty(
+        name="Local Dynamics",
+        description=(
+            "How much of the Reference's motion is taken out of what the strands feel: with a "
+            "character's hip as Reference, 1 ignores the run and keeps the head's motion on the "
+            "body"
+        ),
+        default=0.0,
+        min=0.0,
+        soft_max=1.0,
+        subtype="FACTOR",
+        update=_parameters_changed,
+    )
+    reference_object: PointerProperty(
+        name="Reference",
+        description="Object whose motion Local Dynamics takes out (e.g. the character's rig)",
+        type=bpy.types.Object,
+        options=STATIC,
+        update=_reference_changed,
+    )
+    reference_bone: StringProperty(
+        name="Bone",
+        description="Bone of the Reference armature whose motion is taken out (e.g. the hip)",
+        default="",
+        options=STATIC,
+        update=_reference_changed,
     )
 
     # --- solver ------------------------------------------------------------------------------

@@ -24,6 +24,9 @@ import bpy
 import numpy as np
 
 from ..core import BaseTrajectory, Model, Simulation, StrandError, build_model
+from ..core.art_direction import ArtDirectedBase
+from ..core.rest_shape import zero_gravity_model
+from ..core.simulation import BaseSource
 from .errors import SceneInputError
 from .inputs import (
     DrawnCurves,
@@ -33,6 +36,7 @@ from .inputs import (
     input_fingerprint,
     object_base_matrix,
     read_drawn_curves,
+    reference_matrix,
     surface_base_matrices,
 )
 from .strands import (
@@ -91,6 +95,10 @@ class PreparedInput:
         :func:`input_fingerprint` of the object when sampled.
     trajectory : BaseTrajectory
         C² interpolation of ``base_matrices``, time 0 at ``frame_start``.
+    reference_matrices : (F, 1, 4, 4) float64 or None
+        Rigid world transforms of the local-dynamics reference at the same frames, if it has one.
+    reference : BaseTrajectory or None
+        C² interpolation of ``reference_matrices``.
     """
 
     drawn: DrawnCurves
@@ -102,6 +110,8 @@ class PreparedInput:
     attachment: SurfaceAttachment | None
     fingerprint: str
     trajectory: BaseTrajectory
+    reference_matrices: np.ndarray | None
+    reference: BaseTrajectory | None
 
     def matrices_at(self, frame: int) -> np.ndarray:
         """Sampled base transforms (n_bases, 4, 4) at a frame inside the range."""
@@ -118,6 +128,7 @@ class _Sampler:
     drawn: DrawnCurves | None = None
     attachment: SurfaceAttachment | None = None
     matrices: list = field(default_factory=list)
+    reference_matrices: list = field(default_factory=list)
 
     def sample(self, frame: int, depsgraph: bpy.types.Depsgraph) -> None:
         if frame == self.frame_start:
@@ -127,6 +138,9 @@ class _Sampler:
                 roots = np.array([points[0] for points in self.drawn.polylines])
                 self.attachment = attach_to_surface(self.ob, surface, roots, depsgraph)
         self.matrices.append(read_base_matrices(self.ob, self.attachment, depsgraph))
+        reference = reference_matrix(self.ob, depsgraph)
+        if reference is not None:
+            self.reference_matrices.append(reference)
 
 
 def read_base_matrices(
@@ -182,8 +196,14 @@ def prepare_inputs(
             continue
         matrices = np.stack(sampler.matrices)
         times = np.arange(len(matrices)) / fps
+        reference_matrices = (
+            np.stack(sampler.reference_matrices) if sampler.reference_matrices else None
+        )
         try:
             trajectory = BaseTrajectory(times, matrices)
+            reference = (
+                None if reference_matrices is None else BaseTrajectory(times, reference_matrices)
+            )
         except StrandError as error:
             errors[name] = f"object {name!r}: its motion cannot drive strands: {error}"
             continue
@@ -200,6 +220,8 @@ def prepare_inputs(
             attachment=sampler.attachment,
             fingerprint=input_fingerprint(sampler.ob),
             trajectory=trajectory,
+            reference_matrices=reference_matrices,
+            reference=reference,
         )
     return prepared, errors
 
@@ -225,6 +247,8 @@ class StrandSystemRuntime:
         self.frames: dict[int, np.ndarray] = {}
         self._key: tuple | None = None
         self._failure: StrandError | None = None
+        self._start_rotations = None
+        self._base: BaseSource | None = None
         self.failed_frame: int | None = None
         """The frame whose step failed, if one did."""
 
@@ -270,6 +294,13 @@ class StrandSystemRuntime:
             backend=settings.model.backend,
             dtype=settings.model.precision,
         )
+        # The drawn shape is where every run starts; with a zero-gravity rest shape it is not
+        # the rest shape but the shape that gravity bends the rest shape into.
+        self._start_rotations = None
+        if settings.rest_shape == "HOLD_UNDER_GRAVITY":
+            shaped = zero_gravity_model(model, gravity_vector(settings, values))
+            model, self._start_rotations = shaped.model, shaped.modelled_q
+        self._base = self._base_source(values)
         self.layout, self.model, self._key = layout, model, key
         self._solver = settings.model.solver
         self._start_forces = (gravity_vector(settings, values), np.asarray(values["wind_velocity"]))
@@ -284,6 +315,8 @@ class StrandSystemRuntime:
         simulation = Simulation(self.model, self._solver, gravity=gravity)
         simulation.set_parameter("wind_velocity", wind)
         simulation.reset(base_poses=self.prepared.matrices_at(self.prepared.frame_start))
+        if self._start_rotations is not None:
+            simulation.state.q[...] = self._start_rotations
         self.simulation = simulation
         self.frames[self.prepared.frame_start] = simulation.points().astype(np.float32)
 
@@ -311,7 +344,7 @@ class StrandSystemRuntime:
             try:
                 if animated.is_animated:
                     self._set_animated_parameters(settings, animated.at(step_frame))
-                simulation.advance(dt, prepared.trajectory)
+                simulation.advance(dt, self._base)
             except StrandError as error:
                 self._failure, self.failed_frame = error, step_frame
                 raise
@@ -325,6 +358,22 @@ class StrandSystemRuntime:
             simulation.set_parameter(name, value)
         simulation.set_parameter("gravity", gravity_vector(settings, values))
         simulation.set_parameter("wind_velocity", np.asarray(values["wind_velocity"]))
+        self._base = self._base_source(values)
+
+    def _base_source(self, values: dict) -> BaseSource:
+        """What drives the roots: the sampled motion as the strands feel it under Time Scale
+        and Local Dynamics (paper eq. 19); the plain motion when both are at their defaults."""
+        prepared = self.prepared
+        time_scale, local_dynamics = float(values["time_scale"]), float(values["local_dynamics"])
+        if time_scale == 1.0 and local_dynamics == 0.0:
+            return prepared.trajectory
+        if local_dynamics != 0.0 and prepared.reference is None:
+            raise SceneInputError(
+                f"object {prepared.drawn.object_name!r}: Local Dynamics is "
+                f"{local_dynamics:g} but no Reference is set; pick the object (or armature "
+                "bone) whose motion to take out, or set Local Dynamics to 0"
+            )
+        return ArtDirectedBase(prepared.trajectory, time_scale, local_dynamics, prepared.reference)
 
     def cached_bytes(self) -> int:
         """Memory held by cached frames."""

@@ -22,7 +22,7 @@ from .cache import (
     read_base_matrices,
 )
 from .errors import SceneInputError
-from .inputs import STRAND_OBJECT_TYPES, input_fingerprint
+from .inputs import STRAND_OBJECT_TYPES, input_fingerprint, reference_matrix
 from .preview import check_preview_support, create_preview, remove_preview, write_points
 from .strands import PROPERTY_GROUP, AnimatedValues, frames_per_second, read_settings
 
@@ -229,11 +229,11 @@ def parameters_changed(ob: bpy.types.Object) -> None:
         state.free_frames()
 
 
-def input_changed(ob: bpy.types.Object) -> None:
-    """The simulated frame range changed: the input must be sampled again."""
+def input_changed(ob: bpy.types.Object, reason: str) -> None:
+    """Something sampled from the scene changed (``reason`` says what): sample it again."""
     state = runtime(ob)
     if state is not None:
-        state.stale = "the frame range changed"
+        state.stale = reason
         state.free_frames()
         request_refresh()
 
@@ -266,6 +266,13 @@ def _stale_reason(
         sampled = prepared.matrices_at(frame)
         if observed.shape != sampled.shape or abs(observed - sampled).max() > BASE_MATCH_TOLERANCE:
             return "the animation that carries the roots changed"
+        reference = reference_matrix(ob, depsgraph)
+        if (reference is None) != (prepared.reference_matrices is None) or (
+            reference is not None
+            and abs(reference - prepared.reference_matrices[frame - prepared.frame_start]).max()
+            > BASE_MATCH_TOLERANCE
+        ):
+            return "the animation of the local-dynamics reference changed"
     return ""
 
 

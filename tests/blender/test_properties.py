@@ -24,6 +24,8 @@ ANIMATABLE = {
     "gravity_factor",
     "air_drag",
     "wind_velocity",
+    "time_scale",
+    "local_dynamics",
 }
 
 
