@@ -117,6 +117,12 @@ class OBJECT_PT_oriented_strands_forces(_StrandSubPanel, bpy.types.Panel):
         layout.prop(props, "gravity_factor")
         layout.prop(props, "air_drag", text="Air Drag (mN·s/m²)")
         layout.prop(props, "wind_velocity")
+        layout.separator()
+        layout.prop(props, "field_collection")
+        layout.prop(props, "field_weight")
+        _profile(layout, props, "field_weight_tip", "field_weight_shape")
+        for name in scene.ignored_fields(context.object):
+            layout.label(text=f"Not read: {name}", icon="INFO")
 
 
 class OBJECT_PT_oriented_strands_art_direction(_StrandSubPanel, bpy.types.Panel):

@@ -41,6 +41,10 @@ def _reference_changed(props: StrandSystemProperties, _context: bpy.types.Contex
     scene.input_changed(props.id_data, "the local-dynamics reference changed")
 
 
+def _field_collection_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.input_changed(props.id_data, "the force-field collection changed")
+
+
 def _enabled_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
     scene.enabled_changed(props.id_data)
 
@@ -311,6 +315,41 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         subtype="VELOCITY",
         unit="VELOCITY",
         size=3,
+        update=_parameters_changed,
+    )
+
+    field_collection: PointerProperty(
+        name="Force Fields",
+        description=(
+            "Only the force fields in this collection act on the strands (all of the scene's "
+            "Wind, Turbulence, Vortex and Force fields when empty)"
+        ),
+        type=bpy.types.Collection,
+        options=STATIC,
+        update=_field_collection_changed,
+    )
+    field_weight: FloatProperty(
+        name="Field Weight",
+        description="How strongly the scene's force fields act on the strands at the root",
+        default=1.0,
+        min=0.0,
+        soft_max=2.0,
+        update=_parameters_changed,
+    )
+    field_weight_tip: FloatProperty(
+        name="Tip",
+        description="Force-field weight at the tip relative to the root",
+        default=1.0,
+        min=0.0,
+        soft_max=4.0,
+        update=_parameters_changed,
+    )
+    field_weight_shape: FloatProperty(
+        name="Shape",
+        description="How the field weight goes from root to tip: 1 linear, larger changes later",
+        default=1.0,
+        min=0.05,
+        soft_max=8.0,
         update=_parameters_changed,
     )
 

@@ -17,7 +17,7 @@ Two things are cached per strand system, with different rules:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import bpy
@@ -25,9 +25,11 @@ import numpy as np
 
 from ..core import BaseTrajectory, Model, Simulation, StrandError, build_model
 from ..core.art_direction import ArtDirectedBase
+from ..core.fields import RootToTip, Wind, apply_fields
 from ..core.rest_shape import zero_gravity_model
 from ..core.simulation import BaseSource
 from .errors import SceneInputError
+from .fields import SceneFields, read_scene_fields
 from .inputs import (
     DrawnCurves,
     SurfaceAttachment,
@@ -99,6 +101,8 @@ class PreparedInput:
         Rigid world transforms of the local-dynamics reference at the same frames, if it has one.
     reference : BaseTrajectory or None
         C² interpolation of ``reference_matrices``.
+    fields : list of SceneFields
+        The force fields acting at each frame of the range.
     """
 
     drawn: DrawnCurves
@@ -112,6 +116,7 @@ class PreparedInput:
     trajectory: BaseTrajectory
     reference_matrices: np.ndarray | None
     reference: BaseTrajectory | None
+    fields: list[SceneFields]
 
     def matrices_at(self, frame: int) -> np.ndarray:
         """Sampled base transforms (n_bases, 4, 4) at a frame inside the range."""
@@ -123,12 +128,14 @@ class _Sampler:
     """Collects one object's input while :func:`prepare_inputs` steps through frames."""
 
     ob: bpy.types.Object
+    scene: bpy.types.Scene
     frame_start: int
     frame_end: int
     drawn: DrawnCurves | None = None
     attachment: SurfaceAttachment | None = None
     matrices: list = field(default_factory=list)
     reference_matrices: list = field(default_factory=list)
+    fields: list = field(default_factory=list)
 
     def sample(self, frame: int, depsgraph: bpy.types.Depsgraph) -> None:
         if frame == self.frame_start:
@@ -141,6 +148,8 @@ class _Sampler:
         reference = reference_matrix(self.ob, depsgraph)
         if reference is not None:
             self.reference_matrices.append(reference)
+        collection = self.ob.oriented_strands.field_collection
+        self.fields.append(read_scene_fields(self.scene, collection, depsgraph))
 
 
 def read_base_matrices(
@@ -172,7 +181,7 @@ def prepare_inputs(
                 f"(frame {frame_start})"
             )
         else:
-            samplers[ob.name] = _Sampler(ob, frame_start, frame_end)
+            samplers[ob.name] = _Sampler(ob, scene, frame_start, frame_end)
     frames = sorted({f for s in samplers.values() for f in range(s.frame_start, s.frame_end + 1)})
     original = (scene.frame_current, scene.frame_subframe)
     with sampling():
@@ -222,6 +231,7 @@ def prepare_inputs(
             trajectory=trajectory,
             reference_matrices=reference_matrices,
             reference=reference,
+            fields=sampler.fields,
         )
     return prepared, errors
 
@@ -249,6 +259,7 @@ class StrandSystemRuntime:
         self._failure: StrandError | None = None
         self._start_rotations = None
         self._base: BaseSource | None = None
+        self._air: Callable[[SceneFields], tuple[list, list]] | None = None
         self.failed_frame: int | None = None
         """The frame whose step failed, if one did."""
 
@@ -301,9 +312,10 @@ class StrandSystemRuntime:
             shaped = zero_gravity_model(model, gravity_vector(settings, values))
             model, self._start_rotations = shaped.model, shaped.modelled_q
         self._base = self._base_source(values)
+        self._air = self._air_source(values)
         self.layout, self.model, self._key = layout, model, key
         self._solver = settings.model.solver
-        self._start_forces = (gravity_vector(settings, values), np.asarray(values["wind_velocity"]))
+        self._start_gravity = gravity_vector(settings, values)
         self.simulation = None
         self.point_radius = point_radius(layout, settings.model)
         self.error = ""
@@ -311,9 +323,7 @@ class StrandSystemRuntime:
     def _start_simulation(self) -> None:
         # A new Simulation rather than reset(): every run from the start frame begins from the
         # same fresh engine state, so a re-simulated frame equals the first result bit for bit.
-        gravity, wind = self._start_forces
-        simulation = Simulation(self.model, self._solver, gravity=gravity)
-        simulation.set_parameter("wind_velocity", wind)
+        simulation = Simulation(self.model, self._solver, gravity=self._start_gravity)
         simulation.reset(base_poses=self.prepared.matrices_at(self.prepared.frame_start))
         if self._start_rotations is not None:
             simulation.state.q[...] = self._start_rotations
@@ -344,6 +354,8 @@ class StrandSystemRuntime:
             try:
                 if animated.is_animated:
                     self._set_animated_parameters(settings, animated.at(step_frame))
+                wind, force = self._air(prepared.fields[step_frame - prepared.frame_start])
+                apply_fields(simulation, wind=wind, force=force)
                 simulation.advance(dt, self._base)
             except StrandError as error:
                 self._failure, self.failed_frame = error, step_frame
@@ -357,8 +369,25 @@ class StrandSystemRuntime:
         for name, value in engine_parameters(self.layout, settings.model, values).items():
             simulation.set_parameter(name, value)
         simulation.set_parameter("gravity", gravity_vector(settings, values))
-        simulation.set_parameter("wind_velocity", np.asarray(values["wind_velocity"]))
         self._base = self._base_source(values)
+        self._air = self._air_source(values)
+
+    @staticmethod
+    def _air_source(values: dict) -> Callable[[SceneFields], tuple[list, list]]:
+        """Turns a frame's scene fields into the wind and force fields the strands feel: the
+        system's own uniform Wind plus the scene's fields under its root-to-tip Field Weight."""
+        own_wind = Wind(values["wind_velocity"])
+        weight = RootToTip(
+            values["field_weight"],
+            values["field_weight"] * values["field_weight_tip"],
+            values["field_weight_shape"],
+        )
+
+        def air(fields: SceneFields) -> tuple[list, list]:
+            wind, force = fields.weighted(weight)
+            return [own_wind, *wind], force
+
+        return air
 
     def _base_source(self, values: dict) -> BaseSource:
         """What drives the roots: the sampled motion as the strands feel it under Time Scale

@@ -22,6 +22,7 @@ from .cache import (
     read_base_matrices,
 )
 from .errors import SceneInputError
+from .fields import read_scene_fields
 from .inputs import STRAND_OBJECT_TYPES, input_fingerprint, reference_matrix
 from .preview import check_preview_support, create_preview, remove_preview, write_points
 from .strands import PROPERTY_GROUP, AnimatedValues, frames_per_second, read_settings
@@ -222,6 +223,14 @@ def status(ob: bpy.types.Object) -> tuple[str, str]:
     return f"{len(frames)} frames cached ({frames[0]}–{frames[-1]}), {memory} in memory", "INFO"
 
 
+def ignored_fields(ob: bpy.types.Object) -> list[str]:
+    """Force-field objects in reach of the strand system that it does not read, with why."""
+    state = runtime(ob)
+    if state is None:
+        return []
+    return sorted({name for fields in state.prepared.fields for name in fields.ignored})
+
+
 def parameters_changed(ob: bpy.types.Object) -> None:
     """A strand parameter changed: simulated frames no longer hold."""
     state = runtime(ob)
@@ -273,6 +282,9 @@ def _stale_reason(
             > BASE_MATCH_TOLERANCE
         ):
             return "the animation of the local-dynamics reference changed"
+        fields = read_scene_fields(scene, props.field_collection, depsgraph)
+        if fields != prepared.fields[frame - prepared.frame_start]:
+            return "a force field changed"
     return ""
 
 

@@ -26,6 +26,9 @@ ANIMATABLE = {
     "wind_velocity",
     "time_scale",
     "local_dynamics",
+    "field_weight",
+    "field_weight_tip",
+    "field_weight_shape",
 }
 
 
