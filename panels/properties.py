@@ -11,6 +11,8 @@ Update callbacks only tell ``scene`` that something changed; they never simulate
 
 from __future__ import annotations
 
+import math
+
 import bpy
 from bpy.props import (
     BoolProperty,
@@ -43,6 +45,10 @@ def _reference_changed(props: StrandSystemProperties, _context: bpy.types.Contex
 
 def _field_collection_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
     scene.input_changed(props.id_data, "the force-field collection changed")
+
+
+def _input_changed_obstacles(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.input_changed(props.id_data, "the obstacles changed")
 
 
 def _enabled_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
@@ -353,6 +359,89 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         update=_parameters_changed,
     )
 
+    # --- collisions --------------------------------------------------------------------------
+    use_collisions: BoolProperty(
+        name="Collisions",
+        description="Collide the strands with the scene's Strand Obstacle objects",
+        default=True,
+        options=STATIC,
+        update=_input_changed_obstacles,
+    )
+    obstacle_collection: PointerProperty(
+        name="Obstacles",
+        description=(
+            "Only the Strand Obstacle objects in this collection are collided with (all of the "
+            "scene's when empty)"
+        ),
+        type=bpy.types.Collection,
+        options=STATIC,
+        update=_input_changed_obstacles,
+    )
+    collision_radius: FloatProperty(
+        name="Collision Radius",
+        description=(
+            "Radius of the strands' collision spheres at the root: a guide strand standing for "
+            "a clump of hair collides as thick as the clump"
+        ),
+        default=0.001,
+        min=0.0,
+        soft_max=0.05,
+        subtype="DISTANCE",
+        unit="LENGTH",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    collision_tip: FloatProperty(
+        name="Tip",
+        description="Collision radius at the tip relative to the root (0: the tip passes through)",
+        default=1.0,
+        min=0.0,
+        soft_max=2.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    collision_shape: FloatProperty(
+        name="Shape",
+        description="How the collision radius goes from root to tip: 1 linear",
+        default=1.0,
+        min=0.05,
+        soft_max=8.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    swing_limit: FloatProperty(
+        name="Swing Limit",
+        description=(
+            "Largest bend of any joint away from its rest direction (180°: no limit); bone "
+            "chains of ears and tails use it to stay in shape"
+        ),
+        default=math.pi,
+        min=0.0,
+        max=math.pi,
+        subtype="ANGLE",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    twist_limit: FloatProperty(
+        name="Twist Limit",
+        description="Largest twist of any joint either way from its rest twist (180°: no limit)",
+        default=math.pi,
+        min=0.0,
+        max=math.pi,
+        subtype="ANGLE",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    contact_iterations: IntProperty(
+        name="Contact Iterations",
+        description="Sweeps of the contact solver per substep: more resolves crowded contacts",
+        default=40,
+        min=1,
+        soft_max=200,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+
     # --- art direction -----------------------------------------------------------------------
     rest_shape: EnumProperty(
         name="Rest Shape",
@@ -507,8 +596,37 @@ class StrandObstacleProperties(bpy.types.PropertyGroup):
 
     use_obstacle: BoolProperty(
         name="Strand Obstacle",
-        description="Strands will collide with this object once strand collisions are simulated",
+        description="Strand systems with Collisions on collide with this object",
         default=False,
+        options=STATIC,
+    )
+    shape: EnumProperty(
+        name="Shape",
+        description="The shape strands collide with, read from the mesh at the start frame",
+        items=[
+            ("MESH", "Mesh", "The closed mesh itself, as a signed-distance grid"),
+            ("SPHERE", "Sphere", "The smallest ball about the origin holding every vertex"),
+            (
+                "CAPSULE",
+                "Capsule",
+                "A capsule along local Z around the mesh (necks, limbs, branches)",
+            ),
+            ("PLANE", "Plane", "The local XY plane, solid below (floors, ground)"),
+        ],
+        default="MESH",
+        options=STATIC,
+    )
+    cell_size: FloatProperty(
+        name="Cell Size",
+        description=(
+            "Spacing of the mesh's signed-distance grid: smaller follows finer detail and costs "
+            "memory (0: a 48th of the mesh's largest dimension)"
+        ),
+        default=0.0,
+        min=0.0,
+        soft_max=0.1,
+        subtype="DISTANCE",
+        unit="LENGTH",
         options=STATIC,
     )
     restitution: FloatProperty(

@@ -41,6 +41,13 @@ from .inputs import (
     reference_matrix,
     surface_base_matrices,
 )
+from .obstacles import (
+    ObstacleShapes,
+    obstacle_fingerprint,
+    obstacle_matrices,
+    obstacle_objects,
+    read_obstacle_shapes,
+)
 from .strands import (
     AnimatedValues,
     StrandLayout,
@@ -103,6 +110,14 @@ class PreparedInput:
         C² interpolation of ``reference_matrices``.
     fields : list of SceneFields
         The force fields acting at each frame of the range.
+    obstacles : ObstacleShapes
+        The obstacles' shapes at ``frame_start`` (none when the system's collisions are off).
+    obstacle_fingerprint : str
+        :func:`obstacle_fingerprint` of the obstacle objects when sampled.
+    obstacle_matrices : (F, K, 4, 4) float64
+        Rigid world transforms of the K obstacles at every frame of the range.
+    obstacle_trajectory : BaseTrajectory or None
+        C² interpolation of ``obstacle_matrices`` (None without obstacles).
     """
 
     drawn: DrawnCurves
@@ -117,6 +132,10 @@ class PreparedInput:
     reference_matrices: np.ndarray | None
     reference: BaseTrajectory | None
     fields: list[SceneFields]
+    obstacles: ObstacleShapes
+    obstacle_fingerprint: str
+    obstacle_matrices: np.ndarray
+    obstacle_trajectory: BaseTrajectory | None
 
     def matrices_at(self, frame: int) -> np.ndarray:
         """Sampled base transforms (n_bases, 4, 4) at a frame inside the range."""
@@ -136,9 +155,16 @@ class _Sampler:
     matrices: list = field(default_factory=list)
     reference_matrices: list = field(default_factory=list)
     fields: list = field(default_factory=list)
+    obstacle_objects: list = field(default_factory=list)
+    obstacles: ObstacleShapes | None = None
+    obstacle_fingerprint: str = ""
+    obstacle_matrices: list = field(default_factory=list)
 
     def sample(self, frame: int, depsgraph: bpy.types.Depsgraph) -> None:
         if frame == self.frame_start:
+            self.obstacle_objects = system_obstacles(self.scene, self.ob)
+            self.obstacles = read_obstacle_shapes(self.obstacle_objects, depsgraph)
+            self.obstacle_fingerprint = obstacle_fingerprint(self.obstacle_objects)
             self.drawn = read_drawn_curves(self.ob, depsgraph)
             surface = hair_surface(self.ob)
             if surface is not None:
@@ -150,6 +176,13 @@ class _Sampler:
             self.reference_matrices.append(reference)
         collection = self.ob.oriented_strands.field_collection
         self.fields.append(read_scene_fields(self.scene, collection, depsgraph))
+        self.obstacle_matrices.append(obstacle_matrices(self.obstacle_objects, depsgraph))
+
+
+def system_obstacles(scene: bpy.types.Scene, ob: bpy.types.Object) -> list[bpy.types.Object]:
+    """The obstacle objects ``ob``'s strand system collides with (none when collisions are off)."""
+    props = ob.oriented_strands
+    return obstacle_objects(scene, props.obstacle_collection) if props.use_collisions else []
 
 
 def read_base_matrices(
@@ -208,10 +241,14 @@ def prepare_inputs(
         reference_matrices = (
             np.stack(sampler.reference_matrices) if sampler.reference_matrices else None
         )
+        obstacle_poses = np.stack(sampler.obstacle_matrices)
         try:
             trajectory = BaseTrajectory(times, matrices)
             reference = (
                 None if reference_matrices is None else BaseTrajectory(times, reference_matrices)
+            )
+            obstacle_trajectory = (
+                BaseTrajectory(times, obstacle_poses) if obstacle_poses.shape[1] else None
             )
         except StrandError as error:
             errors[name] = f"object {name!r}: its motion cannot drive strands: {error}"
@@ -232,6 +269,10 @@ def prepare_inputs(
             reference_matrices=reference_matrices,
             reference=reference,
             fields=sampler.fields,
+            obstacles=sampler.obstacles,
+            obstacle_fingerprint=sampler.obstacle_fingerprint,
+            obstacle_matrices=obstacle_poses,
+            obstacle_trajectory=obstacle_trajectory,
         )
     return prepared, errors
 

@@ -188,11 +188,12 @@ def hair_surface(ob: bpy.types.Object) -> bpy.types.Object | None:
     return surface
 
 
-def _surface_triangles(
-    surface: bpy.types.Object, depsgraph: bpy.types.Depsgraph
-) -> tuple[np.ndarray, np.ndarray]:
-    """World vertex positions (V, 3) and triangle corner indices (T, 3) of the evaluated mesh."""
-    evaluated = surface.evaluated_get(depsgraph)
+def mesh_triangles(
+    ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The evaluated mesh of ``ob``: vertex positions (V, 3) in object space, triangle corner
+    indices (T, 3) and the object's world matrix (4, 4)."""
+    evaluated = ob.evaluated_get(depsgraph)
     mesh = evaluated.to_mesh()
     try:
         mesh.calc_loop_triangles()
@@ -203,7 +204,15 @@ def _surface_triangles(
     finally:
         evaluated.to_mesh_clear()
     matrix = np.array(evaluated.matrix_world, dtype=np.float64)
-    return _world(co.reshape(-1, 3), matrix), triangles.reshape(-1, 3)
+    return co.reshape(-1, 3), triangles.reshape(-1, 3), matrix
+
+
+def _surface_triangles(
+    surface: bpy.types.Object, depsgraph: bpy.types.Depsgraph
+) -> tuple[np.ndarray, np.ndarray]:
+    """World vertex positions (V, 3) and triangle corner indices (T, 3) of the evaluated mesh."""
+    co, triangles, matrix = mesh_triangles(surface, depsgraph)
+    return _world(co, matrix), triangles
 
 
 @dataclass(frozen=True)

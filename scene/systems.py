@@ -20,10 +20,12 @@ from .cache import (
     StrandSystemRuntime,
     prepare_inputs,
     read_base_matrices,
+    system_obstacles,
 )
 from .errors import SceneInputError
 from .fields import read_scene_fields
 from .inputs import STRAND_OBJECT_TYPES, input_fingerprint, reference_matrix
+from .obstacles import obstacle_fingerprint, obstacle_matrices
 from .preview import check_preview_support, create_preview, remove_preview, write_points
 from .strands import PROPERTY_GROUP, AnimatedValues, frames_per_second, read_settings
 
@@ -269,6 +271,9 @@ def _stale_reason(
         return "the frame range changed"
     if frames_per_second(scene) != prepared.fps:
         return "the scene's frame rate changed"
+    obstacles = system_obstacles(scene, ob)
+    if obstacle_fingerprint(obstacles) != prepared.obstacle_fingerprint:
+        return "the obstacles changed"
     frame = scene.frame_current
     if scene.frame_subframe == 0 and prepared.frame_start <= frame <= prepared.frame_end:
         observed = read_base_matrices(ob, prepared.attachment, depsgraph)
@@ -282,6 +287,12 @@ def _stale_reason(
             > BASE_MATCH_TOLERANCE
         ):
             return "the animation of the local-dynamics reference changed"
+        poses = obstacle_matrices(obstacles, depsgraph)
+        if (
+            abs(poses - prepared.obstacle_matrices[frame - prepared.frame_start]).max(initial=0.0)
+            > BASE_MATCH_TOLERANCE
+        ):
+            return "the animation of an obstacle changed"
         fields = read_scene_fields(scene, props.field_collection, depsgraph)
         if fields != prepared.fields[frame - prepared.frame_start]:
             return "a force field changed"
