@@ -1,8 +1,4 @@
-"""Panels in Properties > Physics, laid out like Blender's own physics panels. Draw code only.
-
-Art direction (time scale, local dynamics, posable dynamics) is not shown yet: its panel appears
-with the feature, so no control here does nothing.
-"""
+"""Panels in Properties > Physics, laid out like Blender's own physics panels. Draw code only."""
 
 from __future__ import annotations
 
@@ -121,6 +117,28 @@ class OBJECT_PT_oriented_strands_forces(_StrandSubPanel, bpy.types.Panel):
         layout.prop(props, "gravity_factor")
         layout.prop(props, "air_drag", text="Air Drag (mN·s/m²)")
         layout.prop(props, "wind_velocity")
+        layout.separator()
+        layout.prop(props, "field_collection")
+        layout.prop(props, "field_weight")
+        _profile(layout, props, "field_weight_tip", "field_weight_shape")
+        for name in scene.ignored_fields(context.object):
+            layout.label(text=f"Not read: {name}", icon="INFO")
+
+
+class OBJECT_PT_oriented_strands_art_direction(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Art Direction"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._layout(context)
+        layout.prop(props, "rest_shape")
+        layout.separator()
+        layout.prop(props, "time_scale")
+        layout.prop(props, "local_dynamics")
+        column = layout.column()
+        column.prop(props, "reference_object")
+        reference = props.reference_object
+        if reference is not None and reference.type == "ARMATURE":
+            column.prop_search(props, "reference_bone", reference.data, "bones")
 
 
 class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):
@@ -209,6 +227,7 @@ classes = (
     OBJECT_PT_oriented_strands_stiffness,
     OBJECT_PT_oriented_strands_damping,
     OBJECT_PT_oriented_strands_forces,
+    OBJECT_PT_oriented_strands_art_direction,
     OBJECT_PT_oriented_strands_solver,
     OBJECT_PT_oriented_strands_cache,
     OBJECT_PT_oriented_strands_bake,

@@ -69,6 +69,7 @@ class StrandSettings:
     frame_end: int
     gravity_source: str  # "SCENE" or "CUSTOM"
     scene_gravity: tuple[float, float, float]  # m/s², 0 when the scene's gravity is off
+    rest_shape: str  # "DRAWN" or "HOLD_UNDER_GRAVITY"
 
 
 def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSettings:
@@ -100,6 +101,7 @@ def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSetting
         frame_end=props.frame_end,
         gravity_source=props.gravity_source,
         scene_gravity=gravity,
+        rest_shape=props.rest_shape,
     )
 
 

@@ -20,9 +20,12 @@ from .cache import (
     StrandSystemRuntime,
     prepare_inputs,
     read_base_matrices,
+    system_obstacles,
 )
 from .errors import SceneInputError
-from .inputs import STRAND_OBJECT_TYPES, input_fingerprint
+from .fields import read_scene_fields
+from .inputs import STRAND_OBJECT_TYPES, input_fingerprint, reference_matrix
+from .obstacles import obstacle_fingerprint, obstacle_matrices
 from .preview import check_preview_support, create_preview, remove_preview, write_points
 from .strands import PROPERTY_GROUP, AnimatedValues, frames_per_second, read_settings
 
@@ -238,6 +241,14 @@ def status(ob: bpy.types.Object) -> tuple[str, str]:
     return f"{len(frames)} frames cached ({frames[0]}–{frames[-1]}), {memory} in memory", "INFO"
 
 
+def ignored_fields(ob: bpy.types.Object) -> list[str]:
+    """Force-field objects in reach of the strand system that it does not read, with why."""
+    state = runtime(ob)
+    if state is None:
+        return []
+    return sorted({name for fields in state.prepared.fields for name in fields.ignored})
+
+
 def parameters_changed(ob: bpy.types.Object) -> None:
     """A strand parameter changed: simulated frames no longer hold."""
     state = runtime(ob)
@@ -245,11 +256,11 @@ def parameters_changed(ob: bpy.types.Object) -> None:
         state.free_frames()
 
 
-def input_changed(ob: bpy.types.Object) -> None:
-    """The simulated frame range changed: the input must be sampled again."""
+def input_changed(ob: bpy.types.Object, reason: str) -> None:
+    """Something sampled from the scene changed (``reason`` says what): sample it again."""
     state = runtime(ob)
     if state is not None:
-        state.stale = "the frame range changed"
+        state.stale = reason
         state.free_frames()
         request_refresh()
 
@@ -276,12 +287,31 @@ def _stale_reason(
         return "the frame range changed"
     if frames_per_second(scene) != prepared.fps:
         return "the scene's frame rate changed"
+    obstacles = system_obstacles(scene, ob)
+    if obstacle_fingerprint(obstacles) != prepared.obstacle_fingerprint:
+        return "the obstacles changed"
     frame = scene.frame_current
     if scene.frame_subframe == 0 and prepared.frame_start <= frame <= prepared.frame_end:
         observed = read_base_matrices(ob, prepared.attachment, depsgraph)
         sampled = prepared.matrices_at(frame)
         if observed.shape != sampled.shape or abs(observed - sampled).max() > BASE_MATCH_TOLERANCE:
             return "the animation that carries the roots changed"
+        reference = reference_matrix(ob, depsgraph)
+        if (reference is None) != (prepared.reference_matrices is None) or (
+            reference is not None
+            and abs(reference - prepared.reference_matrices[frame - prepared.frame_start]).max()
+            > BASE_MATCH_TOLERANCE
+        ):
+            return "the animation of the local-dynamics reference changed"
+        poses = obstacle_matrices(obstacles, depsgraph)
+        if (
+            abs(poses - prepared.obstacle_matrices[frame - prepared.frame_start]).max(initial=0.0)
+            > BASE_MATCH_TOLERANCE
+        ):
+            return "the animation of an obstacle changed"
+        fields = read_scene_fields(scene, props.field_collection, depsgraph)
+        if fields != prepared.fields[frame - prepared.frame_start]:
+            return "a force field changed"
     return ""
 
 

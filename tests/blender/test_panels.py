@@ -38,6 +38,11 @@ class RecordingLayout:
         assert enum in operator.get_rna_type().properties, (idname, enum)
         self.drawn.append(("menu", idname))
 
+    def prop_search(self, data, name, search_data, search_name, **_options):
+        assert name in data.bl_rna.properties, f"{data.bl_rna.identifier} has no {name!r}"
+        assert search_name in search_data.bl_rna.properties, search_name
+        self.drawn.append(("prop", name))
+
     def label(self, text="", **_options):
         self.drawn.append(("label", text))
 
@@ -93,6 +98,7 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "Stiffness",
         "Damping",
         "Forces",
+        "Art Direction",
         "Solver",
         "Cache",
         "Bake",
@@ -108,6 +114,10 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "gravity_source",
         "air_drag",
         "wind_velocity",
+        "rest_shape",
+        "time_scale",
+        "local_dynamics",
+        "reference_object",
         "solver_method",
         "substeps",
         "backend",

@@ -24,6 +24,11 @@ ANIMATABLE = {
     "gravity_factor",
     "air_drag",
     "wind_velocity",
+    "time_scale",
+    "local_dynamics",
+    "field_weight",
+    "field_weight_tip",
+    "field_weight_shape",
 }
 
 
