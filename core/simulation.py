@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,9 +26,14 @@ from .dynamics import Data
 from .errors import InvalidInputError
 from .integrators import SolverSettings, StepStats, step
 from .model import Model, select_trees
+from .pose import Pose
 from .state import Control, State, _checked_vector
 
+if TYPE_CHECKING:
+    from .fields import ForceFields
+
 BaseSource = BaseMotion | Callable[[float], BaseMotion]
+PoseSource = Pose | Callable[[float], Pose]
 
 # Below this many links per thread a group's per-level operations cost more in call overhead
 # than the threads save, so automatic threading keeps smaller models in one piece.
@@ -37,8 +42,17 @@ MIN_LINKS_PER_THREAD = 2048
 # on the interpreter lock and on memory bandwidth (see docs/performance.md).
 MAX_AUTOMATIC_THREADS = 2
 
-# Per-link fields of a control that a group takes from the whole model's control.
-_PER_LINK_CONTROL = ("wind_velocity", "external_force", *Control.PARAMETERS)
+# Per-link fields of a control that a group takes from the whole model's control (the target
+# pose may be None).
+_PER_LINK_CONTROL = (
+    "wind_velocity",
+    "external_force",
+    *Control.PARAMETERS,
+    "pose_rotation",
+    "pose_velocity",
+)
+# Per-link fields that force fields evaluated in a group write, and the group stores back.
+_FIELD_CONTROL = ("wind_velocity", "external_force")
 
 
 def thread_count(model: Model, settings: SolverSettings) -> int:
@@ -114,18 +128,42 @@ class _Group:
         self.state.time = state.time
         self.control.gravity = control.gravity
         for name in _PER_LINK_CONTROL:
-            setattr(self.control, name, getattr(control, name)[..., links])
+            value = getattr(control, name)
+            setattr(self.control, name, None if value is None else value[..., links])
 
-    def store(self, state: State) -> None:
-        """Write this group's joint state back into the whole model's."""
+    def store(self, state: State, control: Control, fields: ForceFields | None) -> None:
+        """Write this group's joint state back into the whole model's, and with ``fields`` the
+        air velocity and forces they gave at the last substep."""
         state.q[:, self.links] = self.state.q
         state.w[:, self.links] = self.state.w
+        if fields is not None:
+            for name in _FIELD_CONTROL:
+                getattr(control, name)[..., self.links] = getattr(self.control, name)
 
-    def advance(self, motions: list, h: float, settings: SolverSettings) -> StepStats:
-        """Take one step of ``h`` per base motion in ``motions``; the last step's statistics."""
+    def advance(
+        self,
+        motions: list,
+        poses: list | None,
+        fields: ForceFields | None,
+        times: list,
+        h: float,
+        settings: SolverSettings,
+    ) -> StepStats:
+        """Take one step of ``h`` per base motion in ``motions``; the last step's statistics.
+
+        ``poses`` holds the whole model's target pose arrays ``(rotation, velocity)`` of each
+        step (None: keep the loaded one); ``fields`` are evaluated at each step's start, at the
+        step's end time in ``times``.
+        """
         stats = StepStats(0, 0.0)
         for k, motion in enumerate(motions):
             self.control.set_base_motion(self.model, motion)
+            if poses is not None:
+                rotation, velocity = poses[k]
+                self.control.pose_rotation = rotation[:, self.links]
+                self.control.pose_velocity = velocity[:, self.links]
+            if fields is not None:
+                fields.apply(self.model, self.data, self.state, self.control, times[k])
             stats = step(
                 self.model,
                 self.data,
@@ -192,13 +230,15 @@ class Simulation:
             data.dw[...] = 0.0
         poses = self.model.base_rest_poses if base_poses is None else base_poses
         self.control.set_base_motion(self.model, BaseMotion.still(poses))
+        self.control.set_pose(self.model, None)
         self.stats = StepStats(0, 0.0)
 
     def set_parameter(self, name: str, value: Any) -> None:
         """Animate a parameter from the next substep on.
 
         ``name`` is a field of :class:`~.model.StrandParameters` other than mass and radius
-        (scalar or per-link values in strand order), ``gravity`` (3,), or ``wind_velocity`` /
+        (scalar or per-link values in strand order; ``pose_strength`` and ``pose_damping`` act
+        while a target pose is given, see :meth:`advance`), ``gravity`` (3,), or ``wind_velocity`` /
         ``external_force`` ((3,) for all links or (n_links, 3) in strand order).
         """
         model = self.model
@@ -240,11 +280,27 @@ class Simulation:
             )
         setattr(self.control, name, model.from_strand_order(host, name))
 
-    def advance(self, dt: float, base: BaseSource) -> StepStats:
+    def advance(
+        self,
+        dt: float,
+        base: BaseSource,
+        pose: PoseSource | None = None,
+        fields: ForceFields | None = None,
+    ) -> StepStats:
         """Advance by ``dt`` seconds in ``settings.substeps`` substeps, bases moving as ``base``.
 
         ``base`` is a :class:`BaseMotion` held for the interval, or a callable ``base(t)`` giving
         the motion at time ``t`` (e.g. a :class:`BaseTrajectory`), sampled at each substep's end.
+
+        ``pose`` is the target pose of posable dynamics: a :class:`.pose.Pose`, or a callable
+        ``pose(t)`` (e.g. a :class:`.pose.PoseTrajectory`) sampled at each substep's end. It
+        holds after the call until another is given; None keeps the current one (none after
+        construction and :meth:`reset`).
+
+        ``fields`` (:class:`.fields.ForceFields`) are evaluated at the start of every substep, at
+        the links' current positions and the substep's end time, and set the air velocity and
+        external forces for that substep (what :func:`.fields.apply_fields` does once); the
+        values of the last substep hold after the call.
         """
         dt = float(dt)
         if not (np.isfinite(dt) and dt > 0):
@@ -252,11 +308,18 @@ class Simulation:
         substeps = int(self.settings.substeps)
         h = dt / substeps
         start = self.state.time
+        if pose is not None and not callable(pose):
+            self.control.set_pose(self.model, pose)
         if self._groups:
-            return self._advance_groups(dt, base)
+            return self._advance_groups(dt, base, pose if callable(pose) else None, fields)
         for k in range(1, substeps + 1):
-            motion = base(start + k * h) if callable(base) else base
+            t = start + k * h
+            motion = base(t) if callable(base) else base
             self.control.set_base_motion(self.model, motion)
+            if callable(pose):
+                self.control.set_pose(self.model, pose(t))
+            if fields is not None:
+                fields.apply(self.model, self.data, self.state, self.control, t)
             # Only the last substep's statistics are kept, so only its residual is evaluated.
             self.stats = step(
                 self.model,
@@ -273,22 +336,40 @@ class Simulation:
         self.state.time = start + dt
         return self.stats
 
-    def _advance_groups(self, dt: float, base: BaseSource) -> StepStats:
-        """:meth:`advance` with the groups of trees stepped concurrently, one thread each."""
+    def _advance_groups(
+        self,
+        dt: float,
+        base: BaseSource,
+        pose: Callable[[float], Pose] | None,
+        fields: ForceFields | None,
+    ) -> StepStats:
+        """:meth:`advance` with the groups of trees stepped concurrently, one thread each.
+
+        The bases and the animated pose are sampled here for every substep; force fields depend
+        on the links' positions, so each group evaluates them on its own trees.
+        """
         substeps = int(self.settings.substeps)
         h = dt / substeps
         start = self.state.time
-        # The base source is asked in this thread only: a callable need not be thread-safe.
-        motions = [base(start + k * h) if callable(base) else base for k in range(1, substeps + 1)]
+        times = [start + k * h for k in range(1, substeps + 1)]
+        # Sources are asked in this thread only: a callable need not be thread-safe.
+        motions = [base(t) if callable(base) else base for t in times]
+        poses = None
+        if pose is not None:
+            poses = []
+            for t in times:
+                self.control.set_pose(self.model, pose(t))
+                poses.append((self.control.pose_rotation, self.control.pose_velocity))
         for group in self._groups:
             group.load(self.state, self.control)
         first, *others = self._groups
+        arguments = (motions, poses, fields, times, h, self.settings)
         with ThreadPoolExecutor(len(others)) as pool:
-            pending = [pool.submit(group.advance, motions, h, self.settings) for group in others]
-            results = [first.advance(motions, h, self.settings)]
+            pending = [pool.submit(group.advance, *arguments) for group in others]
+            results = [first.advance(*arguments)]
             results += [future.result() for future in pending]
         for group in self._groups:
-            group.store(self.state)
+            group.store(self.state, self.control, fields)
         self.control.set_base_motion(self.model, motions[-1])
         self.state.base_rotation[...] = self.control.base_rotation
         self.state.base_position[...] = self.control.base_position
