@@ -143,7 +143,7 @@ class _Group:
     def advance(
         self,
         motions: list,
-        poses: list | None,
+        updates: list,
         fields: ForceFields | None,
         times: list,
         h: float,
@@ -151,17 +151,15 @@ class _Group:
     ) -> StepStats:
         """Take one step of ``h`` per base motion in ``motions``; the last step's statistics.
 
-        ``poses`` holds the whole model's target pose arrays ``(rotation, velocity)`` of each
-        step (None: keep the loaded one); ``fields`` are evaluated at each step's start, at the
-        step's end time in ``times``.
+        ``updates`` holds, per step, the whole model's control fields animated for it (gravity
+        or per-link arrays); ``fields`` are evaluated at each step's start, at the step's end
+        time in ``times``.
         """
         stats = StepStats(0, 0.0)
         for k, motion in enumerate(motions):
             self.control.set_base_motion(self.model, motion)
-            if poses is not None:
-                rotation, velocity = poses[k]
-                self.control.pose_rotation = rotation[:, self.links]
-                self.control.pose_velocity = velocity[:, self.links]
+            for name, value in updates[k].items():
+                setattr(self.control, name, value if name == "gravity" else value[..., self.links])
             if fields is not None:
                 fields.apply(self.model, self.data, self.state, self.control, times[k])
             stats = step(
@@ -206,6 +204,8 @@ class Simulation:
         self.state = State.at_rest(model)
         self._spare = self.state.copy()
         self.stats = StepStats(0, 0.0)
+        # Parameters animated by callables of time (set_parameter), sampled at every substep.
+        self._animated: dict[str, Callable[[float], Any]] = {}
         count = thread_count(model, self.settings)
         self._groups = (
             [_Group.of(model, trees, gravity) for trees in _tree_groups(model, count)]
@@ -238,9 +238,23 @@ class Simulation:
 
         ``name`` is a field of :class:`~.model.StrandParameters` other than mass and radius
         (scalar or per-link values in strand order; ``pose_strength`` and ``pose_damping`` act
-        while a target pose is given, see :meth:`advance`), ``gravity`` (3,), or ``wind_velocity`` /
-        ``external_force`` ((3,) for all links or (n_links, 3) in strand order).
+        while a target pose is given, see :meth:`advance`), ``gravity`` (3,), or
+        ``wind_velocity`` / ``external_force`` ((3,) for all links or (n_links, 3) in strand
+        order; force fields given to :meth:`advance` replace them).
+
+        ``value`` may also be a callable ``value(t)`` of the time (s) returning such a value: it
+        is then sampled at each substep's end, like the base, until the parameter is set again.
+        It is checked at once, at the current time.
         """
+        if callable(value):
+            self._set_parameter(name, value(self.time))
+            self._animated[name] = value
+            return
+        self._set_parameter(name, value)
+        self._animated.pop(name, None)
+
+    def _set_parameter(self, name: str, value: Any) -> None:
+        """Check one value of a parameter and copy it into the control."""
         model = self.model
         if name == "gravity":
             self.control.gravity = model.backend.from_host(
@@ -290,7 +304,8 @@ class Simulation:
         """Advance by ``dt`` seconds in ``settings.substeps`` substeps, bases moving as ``base``.
 
         ``base`` is a :class:`BaseMotion` held for the interval, or a callable ``base(t)`` giving
-        the motion at time ``t`` (e.g. a :class:`BaseTrajectory`), sampled at each substep's end.
+        the motion at time ``t`` (e.g. a :class:`BaseTrajectory`), sampled at each substep's end,
+        as are parameters animated by callables (:meth:`set_parameter`).
 
         ``pose`` is the target pose of posable dynamics: a :class:`.pose.Pose`, or a callable
         ``pose(t)`` (e.g. a :class:`.pose.PoseTrajectory`) sampled at each substep's end. It
@@ -310,14 +325,14 @@ class Simulation:
         start = self.state.time
         if pose is not None and not callable(pose):
             self.control.set_pose(self.model, pose)
+        animated_pose = pose if callable(pose) else None
         if self._groups:
-            return self._advance_groups(dt, base, pose if callable(pose) else None, fields)
+            return self._advance_groups(dt, base, animated_pose, fields)
         for k in range(1, substeps + 1):
             t = start + k * h
             motion = base(t) if callable(base) else base
             self.control.set_base_motion(self.model, motion)
-            if callable(pose):
-                self.control.set_pose(self.model, pose(t))
+            self._sample_animation(t, animated_pose)
             if fields is not None:
                 fields.apply(self.model, self.data, self.state, self.control, t)
             # Only the last substep's statistics are kept, so only its residual is evaluated.
@@ -345,8 +360,9 @@ class Simulation:
     ) -> StepStats:
         """:meth:`advance` with the groups of trees stepped concurrently, one thread each.
 
-        The bases and the animated pose are sampled here for every substep; force fields depend
-        on the links' positions, so each group evaluates them on its own trees.
+        The bases, the animated parameters and the animated pose are sampled here for every
+        substep; force fields depend on the links' positions, so each group evaluates them on its
+        own trees.
         """
         substeps = int(self.settings.substeps)
         h = dt / substeps
@@ -354,16 +370,14 @@ class Simulation:
         times = [start + k * h for k in range(1, substeps + 1)]
         # Sources are asked in this thread only: a callable need not be thread-safe.
         motions = [base(t) if callable(base) else base for t in times]
-        poses = None
-        if pose is not None:
-            poses = []
-            for t in times:
-                self.control.set_pose(self.model, pose(t))
-                poses.append((self.control.pose_rotation, self.control.pose_velocity))
+        updates = []
+        for t in times:
+            animated = self._sample_animation(t, pose)
+            updates.append({name: getattr(self.control, name) for name in animated})
         for group in self._groups:
             group.load(self.state, self.control)
         first, *others = self._groups
-        arguments = (motions, poses, fields, times, h, self.settings)
+        arguments = (motions, updates, fields, times, h, self.settings)
         with ThreadPoolExecutor(len(others)) as pool:
             pending = [pool.submit(group.advance, *arguments) for group in others]
             results = [first.advance(*arguments)]
@@ -379,6 +393,17 @@ class Simulation:
             max(result.residual_norm for result in results),
         )
         return self.stats
+
+    def _sample_animation(self, t: float, pose: Callable[[float], Pose] | None) -> list[str]:
+        """Set the animated parameters and, if given, the animated ``pose`` at time ``t`` (s) in
+        the control; returns the names of the control fields set."""
+        for name, source in self._animated.items():
+            self._set_parameter(name, source(t))
+        names = list(self._animated)
+        if pose is not None:
+            self.control.set_pose(self.model, pose(t))
+            names += ["pose_rotation", "pose_velocity"]
+        return names
 
     def _kinematics(self) -> None:
         dynamics.forward_kinematics(
