@@ -60,8 +60,10 @@ STIFFNESS = INERTIA * OMEGA**2  # K, N·m/rad: pose_strength / joint length
 
 def _single_joints(backend, damping_ratios):
     """One free rod per damping ratio, hanging from a still base, with a pose spring only."""
-    specs = [StrandSpec(polyline(1, LENGTH, start=(0.1 * k, 0.0, 0.0))) for k in range(3)]
-    specs = specs[: len(damping_ratios)]
+    specs = [
+        StrandSpec(polyline(1, LENGTH, start=(0.1 * k, 0.0, 0.0)))
+        for k in range(len(damping_ratios))
+    ]
     joint_length = LENGTH / 2  # a root joint stands for half its segment
     damping = 2 * np.asarray(damping_ratios) * np.sqrt(STIFFNESS * INERTIA)
     parameters = StrandParameters(
