@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,9 +26,14 @@ from .dynamics import Data
 from .errors import InvalidInputError
 from .integrators import SolverSettings, StepStats, step
 from .model import Model, select_trees
+from .pose import Pose
 from .state import Control, State, _checked_vector
 
+if TYPE_CHECKING:
+    from .fields import ForceFields
+
 BaseSource = BaseMotion | Callable[[float], BaseMotion]
+PoseSource = Pose | Callable[[float], Pose]
 
 # Below this many links per thread a group's per-level operations cost more in call overhead
 # than the threads save, so automatic threading keeps smaller models in one piece.
@@ -37,8 +42,17 @@ MIN_LINKS_PER_THREAD = 2048
 # on the interpreter lock and on memory bandwidth (see docs/performance.md).
 MAX_AUTOMATIC_THREADS = 2
 
-# Per-link fields of a control that a group takes from the whole model's control.
-_PER_LINK_CONTROL = ("wind_velocity", "external_force", *Control.PARAMETERS)
+# Per-link fields of a control that a group takes from the whole model's control (the target
+# pose may be None).
+_PER_LINK_CONTROL = (
+    "wind_velocity",
+    "external_force",
+    *Control.PARAMETERS,
+    "pose_rotation",
+    "pose_velocity",
+)
+# Per-link fields that force fields evaluated in a group write, and the group stores back.
+_FIELD_CONTROL = ("wind_velocity", "external_force")
 
 
 def thread_count(model: Model, settings: SolverSettings) -> int:
@@ -114,18 +128,40 @@ class _Group:
         self.state.time = state.time
         self.control.gravity = control.gravity
         for name in _PER_LINK_CONTROL:
-            setattr(self.control, name, getattr(control, name)[..., links])
+            value = getattr(control, name)
+            setattr(self.control, name, None if value is None else value[..., links])
 
-    def store(self, state: State) -> None:
-        """Write this group's joint state back into the whole model's."""
+    def store(self, state: State, control: Control, fields: ForceFields | None) -> None:
+        """Write this group's joint state back into the whole model's, and with ``fields`` the
+        air velocity and forces they gave at the last substep."""
         state.q[:, self.links] = self.state.q
         state.w[:, self.links] = self.state.w
+        if fields is not None:
+            for name in _FIELD_CONTROL:
+                getattr(control, name)[..., self.links] = getattr(self.control, name)
 
-    def advance(self, motions: list, h: float, settings: SolverSettings) -> StepStats:
-        """Take one step of ``h`` per base motion in ``motions``; the last step's statistics."""
+    def advance(
+        self,
+        motions: list,
+        updates: list,
+        fields: ForceFields | None,
+        times: list,
+        h: float,
+        settings: SolverSettings,
+    ) -> StepStats:
+        """Take one step of ``h`` per base motion in ``motions``; the last step's statistics.
+
+        ``updates`` holds, per step, the whole model's control fields animated for it (gravity
+        or per-link arrays); ``fields`` are evaluated at each step's start, at the step's end
+        time in ``times``.
+        """
         stats = StepStats(0, 0.0)
         for k, motion in enumerate(motions):
             self.control.set_base_motion(self.model, motion)
+            for name, value in updates[k].items():
+                setattr(self.control, name, value if name == "gravity" else value[..., self.links])
+            if fields is not None:
+                fields.apply(self.model, self.data, self.state, self.control, times[k])
             stats = step(
                 self.model,
                 self.data,
@@ -168,6 +204,8 @@ class Simulation:
         self.state = State.at_rest(model)
         self._spare = self.state.copy()
         self.stats = StepStats(0, 0.0)
+        # Parameters animated by callables of time (set_parameter), sampled at every substep.
+        self._animated: dict[str, Callable[[float], Any]] = {}
         count = thread_count(model, self.settings)
         self._groups = (
             [_Group.of(model, trees, gravity) for trees in _tree_groups(model, count)]
@@ -192,15 +230,31 @@ class Simulation:
             data.dw[...] = 0.0
         poses = self.model.base_rest_poses if base_poses is None else base_poses
         self.control.set_base_motion(self.model, BaseMotion.still(poses))
+        self.control.set_pose(self.model, None)
         self.stats = StepStats(0, 0.0)
 
     def set_parameter(self, name: str, value: Any) -> None:
         """Animate a parameter from the next substep on.
 
         ``name`` is a field of :class:`~.model.StrandParameters` other than mass and radius
-        (scalar or per-link values in strand order), ``gravity`` (3,), or ``wind_velocity`` /
-        ``external_force`` ((3,) for all links or (n_links, 3) in strand order).
+        (scalar or per-link values in strand order; ``pose_strength`` and ``pose_damping`` act
+        while a target pose is given, see :meth:`advance`), ``gravity`` (3,), or
+        ``wind_velocity`` / ``external_force`` ((3,) for all links or (n_links, 3) in strand
+        order; force fields given to :meth:`advance` replace them).
+
+        ``value`` may also be a callable ``value(t)`` of the time (s) returning such a value: it
+        is then sampled at each substep's end, like the base, until the parameter is set again.
+        It is checked at once, at the current time.
         """
+        if callable(value):
+            self._set_parameter(name, value(self.time))
+            self._animated[name] = value
+            return
+        self._set_parameter(name, value)
+        self._animated.pop(name, None)
+
+    def _set_parameter(self, name: str, value: Any) -> None:
+        """Check one value of a parameter and copy it into the control."""
         model = self.model
         if name == "gravity":
             self.control.gravity = model.backend.from_host(
@@ -240,11 +294,28 @@ class Simulation:
             )
         setattr(self.control, name, model.from_strand_order(host, name))
 
-    def advance(self, dt: float, base: BaseSource) -> StepStats:
+    def advance(
+        self,
+        dt: float,
+        base: BaseSource,
+        pose: PoseSource | None = None,
+        fields: ForceFields | None = None,
+    ) -> StepStats:
         """Advance by ``dt`` seconds in ``settings.substeps`` substeps, bases moving as ``base``.
 
         ``base`` is a :class:`BaseMotion` held for the interval, or a callable ``base(t)`` giving
-        the motion at time ``t`` (e.g. a :class:`BaseTrajectory`), sampled at each substep's end.
+        the motion at time ``t`` (e.g. a :class:`BaseTrajectory`), sampled at each substep's end,
+        as are parameters animated by callables (:meth:`set_parameter`).
+
+        ``pose`` is the target pose of posable dynamics: a :class:`.pose.Pose`, or a callable
+        ``pose(t)`` (e.g. a :class:`.pose.PoseTrajectory`) sampled at each substep's end. It
+        holds after the call until another is given; None keeps the current one (none after
+        construction and :meth:`reset`).
+
+        ``fields`` (:class:`.fields.ForceFields`) are evaluated at the start of every substep, at
+        the links' current positions and the substep's end time, and set the air velocity and
+        external forces for that substep (what :func:`.fields.apply_fields` does once); the
+        values of the last substep hold after the call.
         """
         dt = float(dt)
         if not (np.isfinite(dt) and dt > 0):
@@ -252,11 +323,18 @@ class Simulation:
         substeps = int(self.settings.substeps)
         h = dt / substeps
         start = self.state.time
+        if pose is not None and not callable(pose):
+            self.control.set_pose(self.model, pose)
+        animated_pose = pose if callable(pose) else None
         if self._groups:
-            return self._advance_groups(dt, base)
+            return self._advance_groups(dt, base, animated_pose, fields)
         for k in range(1, substeps + 1):
-            motion = base(start + k * h) if callable(base) else base
+            t = start + k * h
+            motion = base(t) if callable(base) else base
             self.control.set_base_motion(self.model, motion)
+            self._sample_animation(t, animated_pose)
+            if fields is not None:
+                fields.apply(self.model, self.data, self.state, self.control, t)
             # Only the last substep's statistics are kept, so only its residual is evaluated.
             self.stats = step(
                 self.model,
@@ -273,22 +351,39 @@ class Simulation:
         self.state.time = start + dt
         return self.stats
 
-    def _advance_groups(self, dt: float, base: BaseSource) -> StepStats:
-        """:meth:`advance` with the groups of trees stepped concurrently, one thread each."""
+    def _advance_groups(
+        self,
+        dt: float,
+        base: BaseSource,
+        pose: Callable[[float], Pose] | None,
+        fields: ForceFields | None,
+    ) -> StepStats:
+        """:meth:`advance` with the groups of trees stepped concurrently, one thread each.
+
+        The bases, the animated parameters and the animated pose are sampled here for every
+        substep; force fields depend on the links' positions, so each group evaluates them on its
+        own trees.
+        """
         substeps = int(self.settings.substeps)
         h = dt / substeps
         start = self.state.time
-        # The base source is asked in this thread only: a callable need not be thread-safe.
-        motions = [base(start + k * h) if callable(base) else base for k in range(1, substeps + 1)]
+        times = [start + k * h for k in range(1, substeps + 1)]
+        # Sources are asked in this thread only: a callable need not be thread-safe.
+        motions = [base(t) if callable(base) else base for t in times]
+        updates = []
+        for t in times:
+            animated = self._sample_animation(t, pose)
+            updates.append({name: getattr(self.control, name) for name in animated})
         for group in self._groups:
             group.load(self.state, self.control)
         first, *others = self._groups
+        arguments = (motions, updates, fields, times, h, self.settings)
         with ThreadPoolExecutor(len(others)) as pool:
-            pending = [pool.submit(group.advance, motions, h, self.settings) for group in others]
-            results = [first.advance(motions, h, self.settings)]
+            pending = [pool.submit(group.advance, *arguments) for group in others]
+            results = [first.advance(*arguments)]
             results += [future.result() for future in pending]
         for group in self._groups:
-            group.store(self.state)
+            group.store(self.state, self.control, fields)
         self.control.set_base_motion(self.model, motions[-1])
         self.state.base_rotation[...] = self.control.base_rotation
         self.state.base_position[...] = self.control.base_position
@@ -298,6 +393,17 @@ class Simulation:
             max(result.residual_norm for result in results),
         )
         return self.stats
+
+    def _sample_animation(self, t: float, pose: Callable[[float], Pose] | None) -> list[str]:
+        """Set the animated parameters and, if given, the animated ``pose`` at time ``t`` (s) in
+        the control; returns the names of the control fields set."""
+        for name, source in self._animated.items():
+            self._set_parameter(name, source(t))
+        names = list(self._animated)
+        if pose is not None:
+            self.control.set_pose(self.model, pose(t))
+            names += ["pose_rotation", "pose_velocity"]
+        return names
 
     def _kinematics(self) -> None:
         dynamics.forward_kinematics(
