@@ -139,6 +139,13 @@ class OBJECT_PT_oriented_strands_art_direction(_StrandSubPanel, bpy.types.Panel)
         reference = props.reference_object
         if reference is not None and reference.type == "ARMATURE":
             column.prop_search(props, "reference_bone", reference.data, "bones")
+        layout.separator()
+        layout.prop(props, "pose_object")
+        column = layout.column()
+        column.active = props.pose_object is not None
+        column.prop(props, "pose_strength")
+        _profile(column, props, "pose_tip", "pose_shape")
+        column.prop(props, "pose_damping_time")
 
 
 class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):

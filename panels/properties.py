@@ -51,6 +51,14 @@ def _input_changed_obstacles(props: StrandSystemProperties, _context: bpy.types.
     scene.input_changed(props.id_data, "the obstacles changed")
 
 
+def _pose_object_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.input_changed(props.id_data, "the pose object changed")
+
+
+def _is_pose_candidate(props: StrandSystemProperties, ob: bpy.types.Object) -> bool:
+    return ob.type in scene.STRAND_OBJECT_TYPES and ob != props.id_data
+
+
 def _enabled_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
     scene.enabled_changed(props.id_data)
 
@@ -500,6 +508,59 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         default="",
         options=STATIC,
         update=_reference_changed,
+    )
+
+    pose_object: PointerProperty(
+        name="Pose",
+        description=(
+            "Curve or Curves object with one curve per strand, shaped (and animated) into the "
+            "pose the strands are pulled towards; it may deform with shape keys, hooks or bones"
+        ),
+        type=bpy.types.Object,
+        poll=_is_pose_candidate,
+        options=STATIC,
+        update=_pose_object_changed,
+    )
+    pose_strength: FloatProperty(
+        name="Pose Strength",
+        description=(
+            "How strongly each joint is pulled towards the pose, as a multiple of the strand's "
+            "bending rigidity (0: not at all; 100: the pose wins clearly over gravity)"
+        ),
+        default=0.0,
+        min=0.0,
+        soft_max=1000.0,
+        update=_parameters_changed,
+    )
+    pose_damping_time: FloatProperty(
+        name="Pose Damping",
+        description=(
+            "Damping of the motion relative to the pose as a relaxation time: damping is this "
+            "times the pose strength"
+        ),
+        default=0.01,
+        min=0.0,
+        soft_max=0.5,
+        subtype="TIME_ABSOLUTE",
+        unit="TIME_ABSOLUTE",
+        precision=4,
+        update=_parameters_changed,
+    )
+    pose_tip: FloatProperty(
+        name="Tip",
+        description="Pose strength at the tip relative to the root",
+        default=1.0,
+        min=0.0,
+        soft_max=4.0,
+        update=_parameters_changed,
+    )
+    pose_shape: FloatProperty(
+        name="Shape",
+        description="How the pose strength goes from root to tip: 1 linear",
+        default=1.0,
+        min=0.05,
+        soft_max=8.0,
+        update=_parameters_changed,
     )
 
     # --- solver ------------------------------------------------------------------------------

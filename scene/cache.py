@@ -25,11 +25,13 @@ import numpy as np
 
 from ..core import BaseTrajectory, Model, Simulation, StrandError, build_model
 from ..core.art_direction import ArtDirectedBase
-from ..core.fields import RootToTip, Wind, apply_fields
+from ..core.fields import ForceFields, RootToTip, Wind
+from ..core.pose import PoseTrajectory, pose_rotations
 from ..core.rest_shape import zero_gravity_model
 from ..core.simulation import BaseSource
 from .errors import SceneInputError
 from .fields import SceneFields, read_scene_fields
+from .geometry import resample_by_arc_length
 from .inputs import (
     DrawnCurves,
     SurfaceAttachment,
@@ -119,6 +121,8 @@ class PreparedInput:
         Rigid world transforms of the K obstacles at every frame of the range.
     obstacle_trajectory : BaseTrajectory or None
         C² interpolation of ``obstacle_matrices`` (None without obstacles).
+    pose_curves : list of DrawnCurves, or None
+        The pose object's curves at every frame of the range (None without a pose object).
     """
 
     drawn: DrawnCurves
@@ -137,6 +141,7 @@ class PreparedInput:
     obstacle_fingerprint: str
     obstacle_matrices: np.ndarray
     obstacle_trajectory: BaseTrajectory | None
+    pose_curves: list[DrawnCurves] | None
 
     def matrices_at(self, frame: int) -> np.ndarray:
         """Sampled base transforms (n_bases, 4, 4) at a frame inside the range."""
@@ -160,6 +165,7 @@ class _Sampler:
     obstacles: ObstacleShapes | None = None
     obstacle_fingerprint: str = ""
     obstacle_matrices: list = field(default_factory=list)
+    pose_curves: list = field(default_factory=list)
 
     def sample(self, frame: int, depsgraph: bpy.types.Depsgraph) -> None:
         if frame == self.frame_start:
@@ -178,12 +184,26 @@ class _Sampler:
         collection = self.ob.oriented_strands.field_collection
         self.fields.append(read_scene_fields(self.scene, collection, depsgraph))
         self.obstacle_matrices.append(obstacle_matrices(self.obstacle_objects, depsgraph))
+        pose_curves = read_pose_curves(self.ob, depsgraph)
+        if pose_curves is not None:
+            self.pose_curves.append(pose_curves)
 
 
 def system_obstacles(scene: bpy.types.Scene, ob: bpy.types.Object) -> list[bpy.types.Object]:
     """The obstacle objects ``ob``'s strand system collides with (none when collisions are off)."""
     props = ob.oriented_strands
     return obstacle_objects(scene, props.obstacle_collection) if props.use_collisions else []
+
+
+def read_pose_curves(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> DrawnCurves | None:
+    """The curves of ``ob``'s pose object at the depsgraph's frame (None if it has none)."""
+    pose_object = ob.oriented_strands.pose_object
+    if pose_object is None:
+        return None
+    try:
+        return read_drawn_curves(pose_object, depsgraph)
+    except SceneInputError as error:
+        raise SceneInputError(f"object {ob.name!r}: its Pose cannot be read: {error}") from None
 
 
 def read_base_matrices(
@@ -274,6 +294,7 @@ def prepare_inputs(
             obstacle_fingerprint=sampler.obstacle_fingerprint,
             obstacle_matrices=obstacle_poses,
             obstacle_trajectory=obstacle_trajectory,
+            pose_curves=sampler.pose_curves or None,
         )
     return prepared, errors
 
@@ -302,6 +323,7 @@ class StrandSystemRuntime:
         self._start_rotations = None
         self._base: BaseSource | None = None
         self._air: Callable[[SceneFields], tuple[list, list]] | None = None
+        self._pose: PoseTrajectory | None = None
         self.failed_frame: int | None = None
         """The frame whose step failed, if one did."""
 
@@ -355,6 +377,7 @@ class StrandSystemRuntime:
             model, self._start_rotations = shaped.model, shaped.modelled_q
         self._base = self._base_source(values)
         self._air = self._air_source(values)
+        self._pose = _pose_trajectory(prepared, layout, model)
         self.layout, self.model, self._key = layout, model, key
         self._solver = settings.model.solver
         self._start_gravity = gravity_vector(settings, values)
@@ -397,8 +420,7 @@ class StrandSystemRuntime:
                 if animated.is_animated:
                     self._set_animated_parameters(settings, animated.at(step_frame))
                 wind, force = self._air(prepared.fields[step_frame - prepared.frame_start])
-                apply_fields(simulation, wind=wind, force=force)
-                simulation.advance(dt, self._base)
+                simulation.advance(dt, self._base, pose=self._pose, fields=ForceFields(wind, force))
             except StrandError as error:
                 self._failure, self.failed_frame = error, step_frame
                 raise
@@ -449,3 +471,29 @@ class StrandSystemRuntime:
     def cached_bytes(self) -> int:
         """Memory held by cached frames."""
         return sum(points.nbytes for points in self.frames.values())
+
+
+def _pose_trajectory(
+    prepared: PreparedInput, layout: StrandLayout, model: Model
+) -> PoseTrajectory | None:
+    """The pose object's shape at every frame as target joint rotations, C² in time (None
+    without a pose object). Its curves are resampled like the strands, curve ``i`` for strand
+    ``i``, and posed on the bases as they are at that frame."""
+    if prepared.pose_curves is None:
+        return None
+    rotations = []
+    for index, curves in enumerate(prepared.pose_curves):
+        if len(curves.polylines) != len(layout.specs):
+            raise SceneInputError(
+                f"object {prepared.drawn.object_name!r}: its Pose {curves.object_name!r} has "
+                f"{len(curves.polylines)} curves, one per strand ({len(layout.specs)}) is needed"
+            )
+        points = np.concatenate(
+            [
+                resample_by_arc_length(polyline, count - 1)
+                for polyline, count in zip(curves.polylines, layout.point_counts, strict=True)
+            ]
+        )
+        rotations.append(pose_rotations(model, points, prepared.base_matrices[index]))
+    times = np.arange(len(rotations)) / prepared.fps
+    return PoseTrajectory(times, np.stack(rotations))

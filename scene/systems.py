@@ -20,6 +20,7 @@ from .cache import (
     StrandSystemRuntime,
     prepare_inputs,
     read_base_matrices,
+    read_pose_curves,
     system_obstacles,
 )
 from .errors import SceneInputError
@@ -309,10 +310,24 @@ def _stale_reason(
             > BASE_MATCH_TOLERANCE
         ):
             return "the animation of an obstacle changed"
+        if _pose_changed(read_pose_curves(ob, depsgraph), prepared, frame):
+            return "the pose object or its animation changed"
         fields = read_scene_fields(scene, props.field_collection, depsgraph)
         if fields != prepared.fields[frame - prepared.frame_start]:
             return "a force field changed"
     return ""
+
+
+def _pose_changed(curves, prepared: PreparedInput, frame: int) -> bool:
+    if (curves is None) != (prepared.pose_curves is None):
+        return True
+    if curves is None:
+        return False
+    sampled = prepared.pose_curves[frame - prepared.frame_start].polylines
+    return len(curves.polylines) != len(sampled) or any(
+        a.shape != b.shape or abs(a - b).max() > BASE_MATCH_TOLERANCE
+        for a, b in zip(curves.polylines, sampled, strict=True)
+    )
 
 
 def update_object(

@@ -216,11 +216,11 @@ def test_a_failing_step_leaves_the_scene_as_it_was(factory_scene, tree, monkeypa
     calls = []
     advance = Simulation.advance
 
-    def diverging(self, dt, base):
+    def diverging(self, dt, base, **inputs):
         calls.append(dt)
         if len(calls) == 6:
             raise SimulationDivergedError("forced failure")
-        return advance(self, dt, base)
+        return advance(self, dt, base, **inputs)
 
     monkeypatch.setattr(Simulation, "advance", diverging)
     with pytest.raises(RuntimeError, match="frame 7: forced failure"):

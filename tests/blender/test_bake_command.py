@@ -109,7 +109,7 @@ def test_an_engine_failure_exits_non_zero(tree, tmp_path, capsys, monkeypatch):
     from oriented_strands import bake
     from oriented_strands.core import Simulation, SimulationDivergedError
 
-    def diverging(self, dt, base):
+    def diverging(self, dt, base, **inputs):
         raise SimulationDivergedError("Newton did not converge")
 
     monkeypatch.setattr(Simulation, "advance", diverging)

@@ -29,6 +29,10 @@ ANIMATABLE = {
     "field_weight",
     "field_weight_tip",
     "field_weight_shape",
+    "pose_strength",
+    "pose_damping_time",
+    "pose_tip",
+    "pose_shape",
 }
 
 
