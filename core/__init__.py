@@ -7,6 +7,13 @@ the formulation.
 from .art_direction import ArtDirectedBase, art_directed_motion
 from .backend import Backend, available_backends, get_backend
 from .base_motion import BaseMotion, BaseTrajectory
+from .constraints import (
+    ConstraintSettings,
+    ConstraintStats,
+    JointLimits,
+    JointRotation,
+    PointPath,
+)
 from .errors import (
     BackendUnavailableError,
     InvalidInputError,
@@ -39,9 +46,13 @@ __all__ = [
     "BaseMotion",
     "BaseTrajectory",
     "Capsule",
+    "ConstraintSettings",
+    "ConstraintStats",
     "Falloff",
     "InvalidInputError",
     "InvalidStrandError",
+    "JointLimits",
+    "JointRotation",
     "Material",
     "MaterialPreset",
     "Model",
@@ -49,6 +60,7 @@ __all__ = [
     "PRESETS",
     "Plane",
     "PointField",
+    "PointPath",
     "RootToTip",
     "Simulation",
     "SimulationDivergedError",

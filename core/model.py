@@ -80,6 +80,9 @@ class StrandParameters:
     twist_stiffness : N·m², torsional rigidity GJ.
     bend_damping, twist_damping : N·m²·s, internal damping per unit length.
     drag : N·s/m², air drag force per unit length per unit speed relative to the air.
+    collision_radius : m, radius of the strand's collision spheres; None: ``radius``.
+    collision_weight : >= 0, scales the collision radius along the strand (e.g. smaller toward
+        the tip); 0 takes a link out of collisions (roots buried in a scalp).
     """
 
     mass_per_length: Any = 0.01
@@ -89,6 +92,8 @@ class StrandParameters:
     bend_damping: Any = 1e-6
     twist_damping: Any = 1e-6
     drag: Any = 0.0
+    collision_radius: Any = None
+    collision_weight: Any = 1.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,6 +148,10 @@ class Model:
         ``y`` being the (small) axial one.
     joint_length : device float (N,), m
         Length of rod each joint stands for (Voronoi length; half a segment at a root).
+    collision_radius : device float (N,), m
+        Radius of each link's collision spheres (collision radius times collision weight).
+    collides : host bool (N,), level-major
+        Whether a link takes part in collisions (collision weight > 0).
     parameters : dict of device arrays
         Defaults of the animatable parameters, level-major: ``bend_stiffness`` (2, N),
         ``twist_stiffness``, ``bend_damping``, ``twist_damping``, ``drag`` (N,).
@@ -190,6 +199,8 @@ class Model:
     inertia: Any
     radius: Any
     joint_length: Any
+    collision_radius: Any
+    collides: np.ndarray = field(repr=False)
     parameters: dict = field(repr=False)
     link_order: np.ndarray = field(repr=False)
     link_offsets: np.ndarray = field(repr=False)
@@ -569,6 +580,14 @@ def build_model(
                 f"{_describe(strand, specs[strand])}: {name} must be positive, link "
                 f"{link - link_offsets[strand]} has {values[link]}"
             )
+    collision_radius = _per_link(
+        "collision_radius",
+        parameters.radius if parameters.collision_radius is None else parameters.collision_radius,
+        n_links,
+    )
+    collision_weight = _per_link("collision_weight", parameters.collision_weight, n_links)
+    if (collision_radius < 0).any() or (collision_weight < 0).any():
+        raise InvalidInputError("collision_radius and collision_weight must not be negative")
     mass = mass_per_length * lengths
     perpendicular = mass * (lengths**2 / 12.0 + radius**2 / 4.0)
     inertia = np.stack((perpendicular, 0.5 * mass * radius**2, perpendicular), axis=1)
@@ -628,6 +647,8 @@ def build_model(
         inertia=device(level_major(inertia).T),
         radius=device(level_major(radius)),
         joint_length=device(level_major(joint_length)),
+        collision_radius=device(level_major(collision_radius * collision_weight)),
+        collides=level_major(collision_weight > 0),
         parameters={name: device(level_major(v).T) for name, v in strand_parameters.items()},
         link_order=link_order,
         link_offsets=link_offsets,
@@ -699,6 +720,8 @@ def select_trees(model: Model, trees: Any) -> tuple[Model, np.ndarray]:
             inertia=pick(model.inertia),
             radius=pick(model.radius),
             joint_length=pick(model.joint_length),
+            collision_radius=pick(model.collision_radius),
+            collides=model.collides[links],
             parameters={name: pick(values) for name, values in model.parameters.items()},
             link_order=renumber[model.link_order[np.concatenate(strand_links)]],
             link_offsets=np.concatenate(([0], np.cumsum([len(k) for k in strand_links]))),
