@@ -57,8 +57,8 @@ One substep with constraints
    The last pass ends with its linear correction, so the rows hold to the accuracy of the LCP.
 
 Host transfers: the contact query reads back its count (compaction), joint limits one count per
-kind of limit, and the assembly one integer (the largest row count of a tree). Animated targets
-are copied in per substep.
+kind of limit, and the assembly the row count of every tree (the LCP runs on groups of trees of
+similar size, each padded to its own). Animated targets are copied in per substep.
 """
 
 from __future__ import annotations
@@ -390,6 +390,8 @@ class ConstraintSolver:
             relative, velocity = _points(model, data, self._query_link, self._query_fraction)
             start["query"] = relative + origin[:, self._query_link]
             start["query_velocity"] = velocity
+        if self._limits is not None:
+            start["limits"] = _swing_and_twist(model, state.q)
         self._bilateral_now = [
             c for c in self.bilateral if c.active is None or bool(c.active(time + h))
         ]
@@ -536,31 +538,42 @@ class ConstraintSolver:
         )
 
     def _limit_rows(self, out: State, h: float) -> _Rows:
+        """One row per joint whose swing or twist is within ``limit_margin`` of its limit at the
+        start or at the free end of the step.
+
+        The angle at ``t + h`` is linearised about the start, ``θ(t) + h b·w⁺`` (``b`` the swing
+        axis, or the twist axis): a joint stopped at its limit ends with a small ``w⁺``, so this
+        is accurate where it matters, whereas a linearisation about the free end is off by the
+        square of the whole correction (a whipping tip overshot a 15° cone by 5°)."""
         model, xp = self.model, self.model.xp
         limits, margin = self._limits, self.settings.limit_margin
-        deviation = spatial.quat_multiply(
-            xp, spatial.quat_conjugate(xp, model.rest_rotation), out.q
-        )
-        deviation = deviation * xp.where(deviation[0] < 0.0, -1.0, 1.0)
-        twist, swing = spatial.twist_swing(xp, deviation)
-        swing_sin = xp.sqrt(swing[1] ** 2 + swing[3] ** 2)
-        swing_angle = 2.0 * xp.arctan2(swing_sin, swing[0])
-        axis = xp.stack((swing[1], xp.zeros_like(swing_sin), swing[3]))
-        axis = axis / xp.where(swing_sin > 1e-12, swing_sin, 1.0)
-        twist_angle = 2.0 * xp.arctan2(twist[2], twist[0])
+        swing_end, axis_end, twist_end = _swing_and_twist(model, out.q)
+        swing, axis, twist = self._start["limits"]
+        # At rest the swing axis is undefined: take the one the free step turns about.
+        axis = xp.where(swing > 1e-6, axis, axis_end)
         y = xp.zeros_like(axis)
         y[1] = 1.0
         parts = []
-        # (which joints, torque axis, excess over the limit at the free end of the step)
+        # (which joints, torque axis, excess over the limit at t)
         for mask, direction, excess in (
-            (swing_angle > limits["swing"] - margin, -axis, swing_angle - limits["swing"]),
-            (twist_angle > limits["twist_max"] - margin, -y, twist_angle - limits["twist_max"]),
-            (twist_angle < limits["twist_min"] + margin, y, limits["twist_min"] - twist_angle),
+            (
+                xp.maximum(swing, swing_end) > limits["swing"] - margin,
+                -axis,
+                swing - limits["swing"],
+            ),
+            (
+                xp.maximum(twist, twist_end) > limits["twist_max"] - margin,
+                -y,
+                twist - limits["twist_max"],
+            ),
+            (
+                xp.minimum(twist, twist_end) < limits["twist_min"] + margin,
+                y,
+                limits["twist_min"] - twist,
+            ),
         ):
             (link,) = xp.nonzero(mask)
-            axis = direction[:, link]
-            target = dot(axis, out.w[:, link]) + excess[link] / h
-            parts.append(_joint_rows(xp, model, link, axis, target, True))
+            parts.append(_joint_rows(xp, model, link, direction[:, link], excess[link] / h, True))
         return _Rows.concatenate(xp, parts)
 
     def _path_rows(self, data: Data, out: State) -> _Rows:
@@ -612,9 +625,12 @@ class ConstraintSolver:
         order = xp.argsort(rows.tree, kind="stable")
         tree = rows.tree[order]
         rank = xp.arange(tree.shape[0]) - xp.searchsorted(tree, tree, side="left")
-        # One integer read back: the problems' padded size.
-        m = int(to_host(xp.max(rank))) + 1
         n_trees = model.n_trees
+        # The row count of every tree, read back once (n_trees integers): the LCP groups trees by
+        # it, so that each group is padded to its own size rather than the largest tree's.
+        counts = to_host(xp.bincount(tree, minlength=n_trees))
+        m = int(counts.max())
+        groups = _size_groups(model.backend, counts)
         dtype = model.backend.float
 
         def dense(values: Any, fill: Any, kind: Any = dtype) -> Any:
@@ -651,19 +667,22 @@ class ConstraintSolver:
                 arm = _arms(model, data, link, fraction)
             velocity = _row_values(xp, data.v[:, link], out.w[:, link], arm, direction, joint)
             rhs = target - velocity + (operator @ force[:, :, None])[:, :, 0]
-            new_force = solve_lcp(
-                xp,
-                operator,
-                rhs,
-                lower,
-                upper,
-                normal_row,
-                iterations=int(settings.iterations),
-                regularization=regularization,
-                relaxation=settings.relaxation,
-                block_size=2,
-                initial=force,
-            )
+            new_force = force.copy()
+            for trees, size in groups:
+                part = (trees, slice(0, size))
+                new_force[part] = solve_lcp(
+                    xp,
+                    operator[trees, :size, :size],
+                    rhs[part],
+                    lower[part],
+                    upper[part],
+                    normal_row[part],
+                    iterations=int(settings.iterations),
+                    regularization=regularization[part],
+                    relaxation=settings.relaxation,
+                    block_size=2,
+                    initial=force[part],
+                )
             change = self._joint_load(data, link, arm, direction, joint, new_force - force)
             force = new_force
             out.w += h * dynamics.solve(model, data, change)
@@ -710,6 +729,32 @@ class ConstraintSolver:
         torque = dynamics.joint_load(model, data, link_force)
         torque[:, link] += direction * joint
         dynamics.solve(model, data, torque)
+
+
+def _swing_and_twist(model: Model, q: Any) -> tuple[Any, Any, Any]:
+    """Swing angle (N,), unit swing axis (3, N, link frame) and signed twist angle (N,) of every
+    joint's deviation from its rest rotation, split ``twist ⊗ swing`` as for the springs."""
+    xp = model.xp
+    deviation = spatial.quat_multiply(xp, spatial.quat_conjugate(xp, model.rest_rotation), q)
+    deviation = deviation * xp.where(deviation[0] < 0.0, -1.0, 1.0)
+    twist, swing = spatial.twist_swing(xp, deviation)
+    sine = xp.sqrt(swing[1] ** 2 + swing[3] ** 2)
+    axis = xp.stack((swing[1], xp.zeros_like(sine), swing[3]))
+    axis = axis / xp.where(sine > 1e-12, sine, 1.0)
+    return 2.0 * xp.arctan2(sine, swing[0]), axis, 2.0 * xp.arctan2(twist[2], twist[0])
+
+
+def _size_groups(backend: Any, counts: np.ndarray) -> list[tuple[Any, int]]:
+    """Trees with rows grouped by row count: ``(device tree indices, padded size)`` for counts in
+    ``(s/2, s]``, ``s`` = 2, 4, 8, … (capped at the largest count; counts are even)."""
+    largest = int(counts.max())
+    groups, size = [], 2
+    while size // 2 < largest:
+        members = np.nonzero((counts > size // 2) & (counts <= size))[0]
+        if len(members):
+            groups.append((backend.from_host(members), min(size, largest)))
+        size *= 2
+    return groups
 
 
 def _arms(model: Model, data: Data, link: Any, fraction: Any) -> Any:
