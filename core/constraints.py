@@ -14,8 +14,8 @@ One substep with constraints
    between the points at ``t`` and at the free ``t + h``; each gives a normal row and a friction
    row along ``t = unit(v_t)``, the free tangential velocity at ``t + h`` relative to the obstacle
    (the paper's ``unit(a_t + v_t/h)``: ``v_t(t) + h a_t`` is exactly that velocity). Joint limits
-   whose free end crosses their swing cone or twist range give one row each; active point paths
-   and joint rotations give three bilateral rows each.
+   near their swing cone or twist range (at ``t`` or the free end) give one row each; active
+   point paths and joint rotations give three bilateral rows each.
 4. **Operator from test solves**: a row is a unit load, a force along its direction at its point
    (spatial force ``[(p − o) × n; n]`` on its link, as joint torques by
    :func:`.dynamics.joint_load`) or a torque about its axis on its joint. Through an
@@ -43,8 +43,8 @@ One substep with constraints
    - friction, ``[−μ x_n, μ x_n]``: ``v_t = 0``, i.e. the paper's ``a_t^d = −|v_t|/h``; ``μ`` is
      the static coefficient while the point's tangential speed at ``t`` is below ``slip_speed``,
      else the dynamic one;
-   - joint limit, ``[0, ∞)``: the swing (or twist) angle at ``t + h``, linearised about the free
-     step, stays within the limit;
+   - joint limit, ``[0, ∞)``: the swing (or twist) angle at ``t + h``, linearised about the start
+     of the step, stays within the limit;
    - point on a path, joint following a rotation, ``(−∞, ∞)``: eq. 15, ``a^d = a* + k_p (x* − x)
      + k_d (v* − v)`` at ``t``, ``v^d = v(t) + h a^d``.
 6. **Apply**: the joint torques of all forces, one solve, ``w⁺ += h solve(Gᵀ x)``,
@@ -106,7 +106,8 @@ class ConstraintSettings:
         Below this tangential speed a contact holds by static friction, above it slides with
         dynamic friction.
     limit_margin : rad
-        Joint-limit rows are made for joints whose free step ends within this of their limit.
+        Joint-limit rows are made for joints within this of their limit at ``t`` or at the free
+        step's end.
     path_stiffness : 1/s²
         ``k_p`` of eq. 15 for points on paths and joints following rotations.
     path_damping : 1/s
@@ -338,7 +339,6 @@ class ConstraintSolver:
         self._query_radius = model.collision_radius[self._query_link]
         self._limits = None if joint_limits is None else _device_limits(model, joint_limits)
         self.bilateral: list[PointPath | JointRotation] = []
-        self._bilateral_now: list = []
         self.stats = ConstraintStats()
         self._start: dict = {}
 
@@ -385,18 +385,16 @@ class ConstraintSolver:
         model, xp = self.model, self.model.xp
         dynamics.link_velocities(model, data, state.q, state.w, control)
         origin = control.base_position[:, model.link_base]
-        start: dict = {"origin": origin}
+        start: dict = {}
         if self.obstacles is not None:
             relative, velocity = _points(model, data, self._query_link, self._query_fraction)
             start["query"] = relative + origin[:, self._query_link]
             start["query_velocity"] = velocity
         if self._limits is not None:
             start["limits"] = _swing_and_twist(model, state.q)
-        self._bilateral_now = [
-            c for c in self.bilateral if c.active is None or bool(c.active(time + h))
-        ]
-        paths = [c for c in self._bilateral_now if isinstance(c, PointPath)]
-        rotations = [c for c in self._bilateral_now if isinstance(c, JointRotation)]
+        active = [c for c in self.bilateral if c.active is None or bool(c.active(time + h))]
+        paths = [c for c in active if isinstance(c, PointPath)]
+        rotations = [c for c in active if isinstance(c, JointRotation)]
         device = model.backend.from_host
         if paths:
             links = device(np.array([self._level_major_link(c.strand, c.link) for c in paths]))
@@ -443,7 +441,6 @@ class ConstraintSolver:
     def resolve(self, data: Data, state: State, control: Control, h: float, out: State) -> None:
         """Correct the free step ``out`` (from ``state`` over ``h``) by the constraint forces."""
         model, xp = self.model, self.model.xp
-        self._control = control
         dynamics.link_velocities(model, data, out.q, out.w, control)
         # The operator's factorisation, at the free step's end, without the link-local velocity
         # derivative (see the module docstring, step 4).
@@ -471,7 +468,7 @@ class ConstraintSolver:
         if count == 0:
             self.stats = ConstraintStats()
             return
-        largest = self._apply(data, state, rows, h, out)
+        largest = self._apply(data, state, control, rows, h, out)
         self.stats = ConstraintStats(largest, contacts, limit_rows, bilateral_rows)
 
     # --- rows ------------------------------------------------------------------------------
@@ -617,7 +614,9 @@ class ConstraintSolver:
 
     # --- operator, LCP and correction ------------------------------------------------------
 
-    def _apply(self, data: Data, state: State, rows: _Rows, h: float, out: State) -> int:
+    def _apply(
+        self, data: Data, state: State, control: Control, rows: _Rows, h: float, out: State
+    ) -> int:
         """Solve the rows' LCP and correct ``out`` in ``settings.passes`` passes (module
         docstring, steps 4–6); returns the largest tree's row count."""
         model, xp, settings = self.model, self.model.xp, self.settings
@@ -663,7 +662,7 @@ class ConstraintSolver:
         force = xp.zeros((n_trees, m), dtype=dtype)
         for correction in range(int(settings.passes)):
             if correction:
-                dynamics.link_velocities(model, data, out.q, out.w, self._control)
+                dynamics.link_velocities(model, data, out.q, out.w, control)
                 arm = _arms(model, data, link, fraction)
             velocity = _row_values(xp, data.v[:, link], out.w[:, link], arm, direction, joint)
             rhs = target - velocity + (operator @ force[:, :, None])[:, :, 0]
@@ -688,13 +687,13 @@ class ConstraintSolver:
             out.w += h * dynamics.solve(model, data, change)
             out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
             if correction + 1 < int(settings.passes):
-                r = integrators.residual(model, data, state, out.q, out.w, self._control, h)
+                r = integrators.residual(model, data, state, out.q, out.w, control, h)
                 dynamics.factorize(
                     model,
                     data,
-                    integrators.joint_block(model, self._control, out.q, h),
+                    integrators.joint_block(model, control, out.q, h),
                     velocity_step=h,
-                    control=self._control,
+                    control=control,
                 )
                 load = self._joint_load(
                     data, link, _arms(model, data, link, fraction), direction, joint, force
