@@ -35,8 +35,8 @@ One substep with constraints
    (the velocity form of eq. 14–17 that backward Euler calls for):
 
    - contact normal, ``[0, ∞)``: ``v ≥ −d/h`` for a gap ``d ≥ 0`` (a speculative contact closes at
-     most its gap within the step: no tunnelling, no floating), ``v ≥ −β d/h`` for a penetration
-     (pushed out at ``β`` of its depth per step, eq. 15's proportional term);
+     most its gap within the step: no tunnelling, no floating), ``v ≥ min(−β d/h, recovery_speed)``
+     for a penetration (pushed out at ``β`` of its depth per step, eq. 15's proportional term);
    - **impact**: a point approaching faster than ``impact_speed`` at ``t`` leaves with
      ``v ≥ −ν v_n(t)`` (restitution ``ν`` of the obstacle): the paper's impact impulse, solved in
      the same LCP, so the velocities stay consistent with the positions;
@@ -99,6 +99,10 @@ class ConstraintSettings:
         Contacts are also made for points whose swept path comes within this of an obstacle.
     penetration_recovery : float in (0, 1]
         ``β``: the fraction of a penetration removed per substep.
+    recovery_speed : m/s
+        The fastest a penetration is pushed out. A strand that starts deep inside an obstacle,
+        pushed along itself, needs huge forces to leave at ``β d/h`` (a row a chain can hardly
+        move along); capped, it leaves gently.
     impact_speed : m/s
         Points approaching an obstacle faster than this at ``t`` are impacts: they leave with
         the obstacle's restitution times their arrival speed.
@@ -123,6 +127,7 @@ class ConstraintSettings:
     fractions: tuple = (0.5, 1.0)
     margin: float = 1e-3
     penetration_recovery: float = 0.2
+    recovery_speed: float = 0.02
     impact_speed: float = 0.1
     slip_speed: float = 1e-3
     limit_margin: float = 0.02
@@ -146,6 +151,7 @@ class ConstraintSettings:
                 raise InvalidInputError(f"{name} must be a positive number")
         for name in (
             "margin",
+            "recovery_speed",
             "impact_speed",
             "slip_speed",
             "limit_margin",
@@ -494,7 +500,8 @@ class ConstraintSolver:
         normal_free = dot(n, free)
         normal_before = dot(n, before)
         d = found.distance
-        recovery = xp.where(d >= 0.0, -d / h, (-settings.penetration_recovery / h) * d)
+        push_out = xp.minimum((-settings.penetration_recovery / h) * d, settings.recovery_speed)
+        recovery = xp.where(d >= 0.0, -d / h, push_out)
         impact = normal_before < -settings.impact_speed
         desired = xp.where(
             impact, xp.maximum(recovery, -found.restitution * normal_before), recovery
