@@ -189,7 +189,7 @@ class Simulation:
         self.stats = StepStats(0, 0.0)
         self.constraints = (
             ConstraintSolver(model, obstacles, joint_limits, constraint_settings)
-            if obstacles is not None or joint_limits is not None or constraint_settings
+            if obstacles is not None or joint_limits is not None or constraint_settings is not None
             else None
         )
         count = 1 if self.constraints is not None else thread_count(model, self.settings)
