@@ -655,12 +655,7 @@ class ConstraintSolver:
         target = dense(rows.target, 0.0)
         normal_row = xp.where(dense(rows.friction, False, bool), xp.arange(m)[None, :] - 1, -1)
 
-        operator = xp.empty((n_trees, m, m), dtype=dtype)
-        for c in range(m):
-            self._load(data, link[:, c], arm[:, :, c], direction[:, :, c], joint[:, c])
-            operator[:, :, c] = h * _row_values(
-                xp, data.solve_a[:, link], data.x[:, link], arm, direction, joint
-            )
+        operator = delassus_operator(model, data, link, arm, direction, joint, h)
         operator = 0.5 * (operator + operator.transpose(0, 2, 1))
         diagonal = xp.diagonal(operator, axis1=1, axis2=2)
         floor = 1e-12 * xp.max(diagonal, axis=1, keepdims=True) + 1e-30
@@ -725,16 +720,37 @@ class ConstraintSolver:
             torque[:, link[:, c]] += direction[:, :, c] * (force[:, c] * joint[:, c])
         return torque + dynamics.joint_load(model, data, link_force)
 
-    def _load(self, data: Data, link: Any, arm: Any, direction: Any, joint: Any) -> None:
-        """Solve for one row per tree (link, arm, direction and kind (T,) each) as unit loads."""
-        model, xp = self.model, self.model.xp
-        point = direction * ~joint
+
+def delassus_operator(
+    model: Model, data: Data, link: Any, arm: Any, direction: Any, joint: Any, h: float
+) -> Any:
+    """The constraint operator ``A = h G N⁻¹ Gᵀ`` (T, m, m) of every tree's rows, by test solves
+    through the last :func:`.dynamics.factorize` (of ``N``).
+
+    Row ``i`` of tree ``t`` acts on level-major link ``link[t, i]``: a force along the world
+    ``direction[:, t, i]`` at the point ``arm[:, t, i]`` (relative to the tree's reference point),
+    or, where ``joint[t, i]``, a torque about the link-frame axis ``direction[:, t, i]`` on the
+    link's joint. ``A[t, i, j]`` is the change of row ``i``'s velocity (m/s or rad/s) at the end
+    of a step of ``h`` by a unit force (N or N·m) of row ``j`` held over it. Padding rows have a
+    zero direction. Column ``c`` of every tree comes from one solve, every tree loading its own
+    ``c``-th row (trees are independent; a tree's rows of one column are on one link, so no link
+    is loaded twice). Uses the link frames of the last kinematics in ``data``.
+    """
+    xp = model.xp
+    n_trees, m = link.shape
+    operator = xp.empty((n_trees, m, m), dtype=model.backend.float)
+    for c in range(m):
+        point = direction[:, :, c] * ~joint[:, c]
         link_force = xp.zeros((6, model.n_links), dtype=model.backend.float)
-        link_force[:3, link] = cross(xp, arm, point)
-        link_force[3:, link] = point
+        link_force[:3, link[:, c]] = cross(xp, arm[:, :, c], point)
+        link_force[3:, link[:, c]] = point
         torque = dynamics.joint_load(model, data, link_force)
-        torque[:, link] += direction * joint
+        torque[:, link[:, c]] += direction[:, :, c] * joint[:, c]
         dynamics.solve(model, data, torque)
+        operator[:, :, c] = h * _row_values(
+            xp, data.solve_a[:, link], data.x[:, link], arm, direction, joint
+        )
+    return operator
 
 
 def _swing_and_twist(model: Model, q: Any) -> tuple[Any, Any, Any]:
