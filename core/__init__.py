@@ -7,6 +7,13 @@ the formulation.
 from .art_direction import ArtDirectedBase, art_directed_motion
 from .backend import Backend, available_backends, get_backend
 from .base_motion import BaseMotion, BaseTrajectory
+from .constraints import (
+    ConstraintSettings,
+    ConstraintStats,
+    JointLimits,
+    JointRotation,
+    PointPath,
+)
 from .errors import (
     BackendUnavailableError,
     InvalidInputError,
@@ -49,10 +56,14 @@ __all__ = [
     "BaseMotion",
     "BaseTrajectory",
     "Capsule",
+    "ConstraintSettings",
+    "ConstraintStats",
     "Falloff",
     "ForceFields",
     "InvalidInputError",
     "InvalidStrandError",
+    "JointLimits",
+    "JointRotation",
     "Material",
     "MaterialPreset",
     "Model",
@@ -62,6 +73,7 @@ __all__ = [
     "PointField",
     "Pose",
     "PoseTrajectory",
+    "PointPath",
     "RootToTip",
     "Simulation",
     "SimulationDivergedError",

@@ -21,6 +21,8 @@ Contracts
   the joints.
 - :func:`factorize` / :func:`solve` — articulated-body solution of ``(M(q) + A) x = b`` with
   joint-local 3x3 blocks ``A`` folded into each joint's articulated inertia; linear time.
+- :func:`link_velocities` — link frames and spatial velocities at a configuration.
+- :func:`joint_load` — joint torques equivalent to spatial forces on links (constraint loads).
 - :func:`tree_sum` / :func:`tree_max` — per-tree reductions (the Newton iteration's per-tree
   convergence test and acceleration).
 """
@@ -299,11 +301,30 @@ def inverse_dynamics(model: Model, data: Data, q: Any, w: Any, wdot: Any, contro
     add_cross(xp, f[:3], c, force)
 
     _accumulate_up(model, f)
-    # S^T f: the moment about the joint point, in the link frame.
-    moment = cross(xp, f[3:], r)
-    moment += f[:3]
-    data.tau[...] = matTvec(xp, oR, moment)
+    data.tau[...] = _project_on_joints(model, data, f)
     return data.tau
+
+
+def _project_on_joints(model: Model, data: Data, subtree_force: Any) -> Any:
+    """``Sᵀ f`` (3, N): the moment of each subtree's force (6, N) about its joint, link frame."""
+    xp = model.xp
+    moment = cross(xp, subtree_force[3:], data.r)
+    moment += subtree_force[:3]
+    return matTvec(xp, data.oR, moment)
+
+
+def joint_load(model: Model, data: Data, link_force: Any) -> Any:
+    """Joint torques (3, N), link frames, N·m, equivalent to spatial forces (6, N) on the links.
+
+    ``link_force`` is world-oriented about each tree's reference point (``[moment; force]``); each
+    joint carries the forces on its link and all links below it. Uses the link frames of the last
+    :func:`forward_kinematics` (or :func:`inverse_dynamics`). The power of the forces on joint
+    velocities ``w`` is ``Σ joint_load · w``, so it is also the transpose of the map from joint
+    velocities to the links' spatial velocities.
+    """
+    subtree_force = link_force.copy()
+    _accumulate_up(model, subtree_force)
+    return _project_on_joints(model, data, subtree_force)
 
 
 # --- joint springs and damping ------------------------------------------------------------------
@@ -581,6 +602,16 @@ def solve(model: Model, data: Data, b: Any) -> Any:
     return x
 
 
+def link_velocities(model: Model, data: Data, q: Any, w: Any, control: Control) -> None:
+    """Link frames (``data.oR``, ``data.r``, ``data.op``), centres of mass (``data.c``) and
+    absolute spatial velocities (``data.v``) at ``(q, w)``, the bases at the control's pose and
+    velocity."""
+    forward_kinematics(model, data, q, control.base_rotation, control.base_position)
+    _centres_of_mass(model, data)
+    v0 = model.xp.concatenate((control.base_angular_velocity, control.base_linear_velocity))
+    _accumulate_down(model, _joint_motion(model, data, w), v0, data.v)
+
+
 def energy(model: Model, data: Data, q: Any, w: Any, control: Control) -> tuple[Any, Any]:
     """Total kinetic and gravitational potential energy (J) as two 0-d arrays.
 
@@ -588,10 +619,7 @@ def energy(model: Model, data: Data, q: Any, w: Any, control: Control) -> tuple[
     origin. For conservation tests and diagnostics; the step does not use it.
     """
     xp = model.xp
-    _link_frames(model, data, q, control.base_rotation)
-    _centres_of_mass(model, data)
-    v0 = xp.concatenate((control.base_angular_velocity, control.base_linear_velocity))
-    _accumulate_down(model, _joint_motion(model, data, w), v0, data.v)
+    link_velocities(model, data, q, w, control)
     omega, u = data.v[:3], data.v[3:]
     com_velocity = u + cross(xp, omega, data.c)
     omega_local = matTvec(xp, data.oR, omega)

@@ -129,6 +129,16 @@ def _raise_diverged(model: Model, w: Any) -> None:
     )
 
 
+def joint_block(model: Model, control: Control, q: Any, h: float) -> Any:
+    """The joint-local part ``h D + h² K`` (3, 3, N) of the Newton matrix at rotations ``q``."""
+    xp = model.xp
+    stiffness = dynamics.spring_tangent_stiffness(model, control, q, _tangent_step(model))
+    damping = dynamics.joint_damping(model, control)
+    block = (h * h) * stiffness
+    block += h * xp.eye(3, dtype=model.backend.float)[:, :, None] * damping[None]
+    return block
+
+
 def step_implicit(
     model: Model,
     data: Data,
@@ -161,12 +171,9 @@ def step_implicit(
     w_new = state.w + data.dw
     q_new = integrate_rotation(xp, state.q, w_new, h)
     r = residual(model, data, state, q_new, w_new, control, h)
-    damping = dynamics.joint_damping(model, control)
-    stiffness = dynamics.spring_tangent_stiffness(model, control, q_new, _tangent_step(model))
-    eye = xp.eye(3, dtype=model.backend.float)[:, :, None]
-    joint_block = (h * h) * stiffness
-    joint_block += h * eye * damping[None]
-    dynamics.factorize(model, data, joint_block, velocity_step=h, control=control)
+    dynamics.factorize(
+        model, data, joint_block(model, control, q_new, h), velocity_step=h, control=control
+    )
     past_w: list[Any] = []
     past_g: list[Any] = []
     converged = xp.zeros(model.n_trees, dtype=bool)

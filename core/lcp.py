@@ -140,35 +140,51 @@ def solve_lcp(
     friction = normal_row is not None
     if friction:
         is_friction = normal_row >= 0
-        normal_index = xp.where(is_friction, normal_row, 0)
         # Friction rows skip the fixed clamp; their own bounds follow their normal's force.
         fixed_lower = xp.where(is_friction, -xp.inf, lower)
         fixed_upper = xp.where(is_friction, xp.inf, upper)
         friction_lower = xp.where(is_friction, lower, 0.0)
         friction_upper = xp.where(is_friction, upper, 0.0)
+        problem = xp.arange(n_problems)[:, None]
+        normal_index = xp.where(is_friction, normal_row, 0)
     else:
         fixed_lower, fixed_upper = lower, upper
 
+    # Each block's slices taken once: the sweeps below are bound by the number of array calls.
+    block_data = [
+        (
+            rows,
+            A[:, rows, :],
+            b[:, rows],
+            epsilon[:, rows],
+            step[:, rows],
+            fixed_lower[:, rows],
+            fixed_upper[:, rows],
+            (
+                normal_index[:, rows],
+                is_friction[:, rows],
+                friction_lower[:, rows],
+                friction_upper[:, rows],
+            )
+            if friction
+            else None,
+        )
+        for rows in blocks
+    ]
     x = xp.zeros((n_problems, m), dtype=A.dtype) if initial is None else initial.astype(A.dtype)
     for _ in range(iterations):
-        for rows in blocks:
-            residual = (
-                b[:, rows]
-                - (A[:, rows, :] @ x[:, :, None])[:, :, 0]
-                - epsilon[:, rows] * x[:, rows]
-            )
-            trial = xp.clip(
-                x[:, rows] + step[:, rows] * residual, fixed_lower[:, rows], fixed_upper[:, rows]
-            )
+        for rows, A_rows, b_rows, eps_rows, step_rows, low, high, bounds in block_data:
+            current = x[:, rows]
+            residual = b_rows - (A_rows @ x[:, :, None])[:, :, 0] - eps_rows * current
+            trial = xp.minimum(xp.maximum(current + step_rows * residual, low), high)
             x[:, rows] = trial
-            if friction:
-                normal_force = xp.take_along_axis(x, normal_index[:, rows], axis=1)
-                bounded = xp.clip(
-                    trial,
-                    friction_lower[:, rows] * normal_force,
-                    friction_upper[:, rows] * normal_force,
+            if bounds is not None:
+                normals, is_friction_rows, mu_lower, mu_upper = bounds
+                normal_force = x[problem, normals]
+                bounded = xp.minimum(
+                    xp.maximum(trial, mu_lower * normal_force), mu_upper * normal_force
                 )
-                x[:, rows] = xp.where(is_friction[:, rows], bounded, trial)
+                x[:, rows] = xp.where(is_friction_rows, bounded, trial)
     return x
 
 

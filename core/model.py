@@ -83,6 +83,9 @@ class StrandParameters:
     pose_strength : N·m², rigidity of the pull towards the target pose (posable dynamics, see
         ``docs/art-direction.md``); acts only once a pose is given.
     pose_damping : N·m²·s, damping of the joints' motion relative to the target pose's.
+    collision_radius : m, radius of the strand's collision spheres; None: ``radius``.
+    collision_weight : >= 0, scales the collision radius along the strand (e.g. smaller toward
+        the tip); 0 takes a link out of collisions (roots buried in a scalp).
     """
 
     mass_per_length: Any = 0.01
@@ -94,6 +97,8 @@ class StrandParameters:
     drag: Any = 0.0
     pose_strength: Any = 0.0
     pose_damping: Any = 0.0
+    collision_radius: Any = None
+    collision_weight: Any = 1.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,6 +153,10 @@ class Model:
         ``y`` being the (small) axial one.
     joint_length : device float (N,), m
         Length of rod each joint stands for (Voronoi length; half a segment at a root).
+    collision_radius : device float (N,), m
+        Radius of each link's collision spheres (collision radius times collision weight).
+    collides : host bool (N,), level-major
+        Whether a link takes part in collisions (collision weight > 0).
     parameters : dict of device arrays
         Defaults of the animatable parameters, level-major: ``bend_stiffness`` (2, N),
         ``twist_stiffness``, ``bend_damping``, ``twist_damping``, ``drag``, ``pose_strength``,
@@ -196,6 +205,8 @@ class Model:
     inertia: Any
     radius: Any
     joint_length: Any
+    collision_radius: Any
+    collides: np.ndarray = field(repr=False)
     parameters: dict = field(repr=False)
     link_order: np.ndarray = field(repr=False)
     link_offsets: np.ndarray = field(repr=False)
@@ -575,6 +586,14 @@ def build_model(
                 f"{_describe(strand, specs[strand])}: {name} must be positive, link "
                 f"{link - link_offsets[strand]} has {values[link]}"
             )
+    collision_radius = _per_link(
+        "collision_radius",
+        parameters.radius if parameters.collision_radius is None else parameters.collision_radius,
+        n_links,
+    )
+    collision_weight = _per_link("collision_weight", parameters.collision_weight, n_links)
+    if (collision_radius < 0).any() or (collision_weight < 0).any():
+        raise InvalidInputError("collision_radius and collision_weight must not be negative")
     mass = mass_per_length * lengths
     perpendicular = mass * (lengths**2 / 12.0 + radius**2 / 4.0)
     inertia = np.stack((perpendicular, 0.5 * mass * radius**2, perpendicular), axis=1)
@@ -636,6 +655,8 @@ def build_model(
         inertia=device(level_major(inertia).T),
         radius=device(level_major(radius)),
         joint_length=device(level_major(joint_length)),
+        collision_radius=device(level_major(collision_radius * collision_weight)),
+        collides=level_major(collision_weight > 0),
         parameters={name: device(level_major(v).T) for name, v in strand_parameters.items()},
         link_order=link_order,
         link_offsets=link_offsets,
@@ -707,6 +728,8 @@ def select_trees(model: Model, trees: Any) -> tuple[Model, np.ndarray]:
             inertia=pick(model.inertia),
             radius=pick(model.radius),
             joint_length=pick(model.joint_length),
+            collision_radius=pick(model.collision_radius),
+            collides=model.collides[links],
             parameters={name: pick(values) for name, values in model.parameters.items()},
             link_order=renumber[model.link_order[np.concatenate(strand_links)]],
             link_offsets=np.concatenate(([0], np.cumsum([len(k) for k in strand_links]))),

@@ -258,6 +258,16 @@ class ObstacleMotion:
             linear_velocity=device(velocity.T),
         )
 
+    @classmethod
+    def from_base_motion(cls, obstacles: Obstacles, motion: Any) -> ObstacleMotion:
+        """The poses and velocities of a :class:`.BaseMotion` with one entry per obstacle (e.g. a
+        :class:`.BaseTrajectory` of the obstacles' transforms, or of the head they sit on)."""
+        poses = np.zeros((motion.rotation.shape[0], 4, 4))
+        poses[:, :3, :3] = motion.rotation
+        poses[:, :3, 3] = motion.position
+        poses[:, 3, 3] = 1.0
+        return cls.from_host(obstacles, poses, motion.angular_velocity, motion.linear_velocity)
+
 
 @dataclass(eq=False)
 class Contacts:

@@ -22,10 +22,19 @@ import numpy as np
 
 from . import dynamics
 from .base_motion import BaseMotion
+from .constraints import (
+    ConstraintSettings,
+    ConstraintSolver,
+    ConstraintStats,
+    JointLimits,
+    JointRotation,
+    PointPath,
+)
 from .dynamics import Data
 from .errors import InvalidInputError
 from .integrators import SolverSettings, StepStats, step
 from .model import Model, select_trees
+from .obstacles import ObstacleMotion, Obstacles
 from .pose import Pose
 from .state import Control, State, _checked_vector
 
@@ -34,6 +43,7 @@ if TYPE_CHECKING:
 
 BaseSource = BaseMotion | Callable[[float], BaseMotion]
 PoseSource = Pose | Callable[[float], Pose]
+ObstacleSource = ObstacleMotion | Callable[[float], ObstacleMotion]
 
 # Below this many links per thread a group's per-level operations cost more in call overhead
 # than the threads save, so automatic threading keeps smaller models in one piece.
@@ -184,11 +194,17 @@ class Simulation:
     model : Model
     settings : SolverSettings
     gravity : (3,) m/s², world
+    obstacles : Obstacles, optional
+        Collision shapes (:func:`.obstacles.build_obstacles`, on the model's backend); they stay
+        at the identity pose until :meth:`advance` is given their motion.
+    joint_limits : JointLimits, optional
+    constraint_settings : ConstraintSettings, optional
 
     Notes
     -----
     Arrays returned by :meth:`points` and :meth:`link_frames` are host NumPy copies in strand
-    order; everything else stays on the model's backend.
+    order; everything else stays on the model's backend. A simulation with constraints
+    (obstacles, joint limits, :meth:`add_constraint`) steps all trees together in one thread.
     """
 
     def __init__(
@@ -196,6 +212,9 @@ class Simulation:
         model: Model,
         settings: SolverSettings | None = None,
         gravity: Any = (0.0, 0.0, -9.81),
+        obstacles: Obstacles | None = None,
+        joint_limits: JointLimits | None = None,
+        constraint_settings: ConstraintSettings | None = None,
     ) -> None:
         self.model = model
         self.settings = settings or SolverSettings()
@@ -206,7 +225,12 @@ class Simulation:
         self.stats = StepStats(0, 0.0)
         # Parameters animated by callables of time (set_parameter), sampled at every substep.
         self._animated: dict[str, Callable[[float], Any]] = {}
-        count = thread_count(model, self.settings)
+        self.constraints = (
+            ConstraintSolver(model, obstacles, joint_limits, constraint_settings)
+            if obstacles is not None or joint_limits is not None or constraint_settings is not None
+            else None
+        )
+        count = 1 if self.constraints is not None else thread_count(model, self.settings)
         self._groups = (
             [_Group.of(model, trees, gravity) for trees in _tree_groups(model, count)]
             if count > 1
@@ -221,6 +245,19 @@ class Simulation:
     def time(self) -> float:
         """Simulated time of the current state, s."""
         return self.state.time
+
+    @property
+    def constraint_stats(self) -> ConstraintStats:
+        """What the last substep's constraint pass did (all zero without constraints)."""
+        return ConstraintStats() if self.constraints is None else self.constraints.stats
+
+    def add_constraint(self, constraint: PointPath | JointRotation) -> None:
+        """Make a point of a link follow a path, or a joint follow a rotation, from the next
+        substep on, while its ``active(t)`` says so."""
+        if self.constraints is None:
+            self.constraints = ConstraintSolver(self.model)
+            self._groups = []
+        self.constraints.add(constraint)
 
     def reset(self, base_poses: Any = None, time: float = 0.0) -> None:
         """Back to the rest shape, motionless, with the bases at ``base_poses`` (T, 4, 4)."""
@@ -298,8 +335,10 @@ class Simulation:
         self,
         dt: float,
         base: BaseSource,
+        *,
         pose: PoseSource | None = None,
         fields: ForceFields | None = None,
+        obstacle_motion: ObstacleSource | None = None,
     ) -> StepStats:
         """Advance by ``dt`` seconds in ``settings.substeps`` substeps, bases moving as ``base``.
 
@@ -316,6 +355,10 @@ class Simulation:
         the links' current positions and the substep's end time, and set the air velocity and
         external forces for that substep (what :func:`.fields.apply_fields` does once); the
         values of the last substep hold after the call.
+
+        ``obstacle_motion`` is an :class:`ObstacleMotion` held from now on, or a callable giving
+        the obstacles' poses and velocities at time ``t``, sampled at each substep's start (where
+        contacts are looked for); None keeps the last one.
         """
         dt = float(dt)
         if not (np.isfinite(dt) and dt > 0):
@@ -326,11 +369,23 @@ class Simulation:
         if pose is not None and not callable(pose):
             self.control.set_pose(self.model, pose)
         animated_pose = pose if callable(pose) else None
+        constraints = self.constraints
+        if obstacle_motion is not None and constraints is None:
+            raise InvalidInputError("obstacle_motion given, but the simulation has no obstacles")
         if self._groups:
             return self._advance_groups(dt, base, animated_pose, fields)
         for k in range(1, substeps + 1):
             t = start + k * h
             motion = base(t) if callable(base) else base
+            if constraints is not None:
+                if obstacle_motion is not None:
+                    constraints.set_obstacle_motion(
+                        obstacle_motion(start + (k - 1) * h)
+                        if callable(obstacle_motion)
+                        else obstacle_motion
+                    )
+                # The control still holds the bases at the substep's start.
+                constraints.begin(self.data, self.state, self.control, start + (k - 1) * h, h)
             self.control.set_base_motion(self.model, motion)
             self._sample_animation(t, animated_pose)
             if fields is not None:
@@ -346,6 +401,8 @@ class Simulation:
                 self._spare,
                 report_residual=k == substeps,
             )
+            if constraints is not None:
+                constraints.resolve(self.data, self.state, self.control, h, self._spare)
             self.state, self._spare = self._spare, self.state
         # Land exactly on the requested time despite the substeps' rounding.
         self.state.time = start + dt

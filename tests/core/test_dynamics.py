@@ -7,7 +7,9 @@ from oriented_strands.core import Pose, StrandParameters, StrandSpec, build_mode
 from oriented_strands.core.dynamics import (
     Data,
     factorize,
+    forward_kinematics,
     inverse_dynamics,
+    joint_load,
     joint_torques,
     solve,
     spring_tangent_stiffness,
@@ -266,3 +268,37 @@ def test_pose_spring_follows_the_tan_law_towards_the_target_and_damps_relative_m
     assert stiffness[axis, axis, 1] == pytest.approx(
         (strength / 0.1) / np.cos(angle / 2) ** 2, rel=1e-5
     )
+
+
+@pytest.mark.parametrize("branched", [False, True])
+def test_joint_load_does_the_virtual_work_of_point_forces(backend, branched):
+    """Forces at points of links, as joint torques: for any small joint rotation ``δθ``
+    (``q ⊗ exp(ε δθ)``), ``τ · δθ`` equals the work ``Σ F · δp`` of the forces on their points'
+    displacements, measured by forward kinematics (central differences)."""
+    model, pose, rng = _random_model(backend, 5, branched)
+    data = Data.for_model(model)
+    xp, device, host = model.xp, backend.from_host, backend.to_host
+    q = device(_random_rotations(rng, model.n_links).T)
+    rotation, origin = device(pose[:3, :3, None]), device(pose[:3, 3, None])
+    fractions = device(rng.uniform(0.0, 1.0, model.n_links))
+    forces = device(rng.normal(size=(3, model.n_links)))
+
+    def points(rotations):
+        forward_kinematics(model, data, rotations, rotation, origin)
+        return data.op + (fractions * model.length) * data.oR[:, 1]
+
+    at_rest = points(q)
+    arm = at_rest - origin[:, model.link_base]
+    link_force = xp.concatenate((spatial.cross(xp, arm, forces), forces))
+    forward_kinematics(model, data, q, rotation, origin)
+    torque = host(joint_load(model, data, link_force))
+    turn = rng.normal(size=(3, model.n_links))
+    epsilon = 1e-6
+
+    def turned(sign):
+        step = spatial.quat_exp(xp, device(sign * epsilon * turn))
+        return points(spatial.quat_multiply(xp, q, step))
+
+    displacement = host(turned(1.0) - turned(-1.0)) / (2 * epsilon)
+    work = float(np.sum(host(forces) * displacement))
+    assert float(np.sum(torque * turn)) == pytest.approx(work, rel=1e-7)

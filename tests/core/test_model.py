@@ -69,6 +69,23 @@ def test_bad_parameters_are_rejected():
         build_model(specs, StrandParameters(mass_per_length=[1.0, 0.0, 1.0]))
     with pytest.raises(InvalidInputError, match="rigid transforms"):
         build_model(specs, base_rest_poses=np.diag([2.0, 1.0, 1.0, 1.0])[None])
+    with pytest.raises(InvalidInputError, match="must not be negative"):
+        build_model(specs, StrandParameters(collision_weight=[1.0, -1.0, 1.0]))
+
+
+def test_collision_radius_is_scaled_by_the_collision_weight(backend):
+    """The strand radius by default, scaled link by link; weight 0 takes a link out."""
+    specs = [StrandSpec(polyline(3, 0.3)), StrandSpec(polyline(2, 0.2, start=(0.1, 0.0, 0.0)))]
+    plain = build_model(specs, StrandParameters(radius=1e-3), backend=backend)
+    np.testing.assert_allclose(plain.to_strand_order(plain.collision_radius), 1e-3)
+    weight = [0.0, 1.0, 0.5, 0.0, 1.0]
+    model = build_model(
+        specs, StrandParameters(collision_radius=4e-3, collision_weight=weight), backend=backend
+    )
+    np.testing.assert_allclose(
+        model.to_strand_order(model.collision_radius), 4e-3 * np.array(weight)
+    )
+    assert list(model.collides[model.link_order]) == [False, True, True, False, True]
 
 
 def test_links_are_stored_level_major_with_parents_one_level_up(backend):

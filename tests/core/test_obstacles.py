@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from oriented_strands.core import InvalidInputError
+from oriented_strands.core import BaseMotion, InvalidInputError
 from oriented_strands.core.obstacles import (
     Capsule,
     Material,
@@ -251,6 +251,22 @@ def test_animated_obstacles_report_their_surface_velocity_and_sweep_relative_mot
     np.testing.assert_allclose(contacts["distance"][5], 0.05 - 0.001, atol=1e-12)
     still = _sweep(backend, obstacles, poses, start, start.copy(), np.full(6, 0.001))
     assert 5 not in still["point"]  # the same point misses a plane that stands still
+
+
+def test_obstacle_motion_from_a_base_motion_keeps_pose_and_velocity(backend):
+    """Obstacles placed from a BaseMotion (e.g. a head's trajectory): same pose and velocities."""
+    rng = np.random.default_rng(4)
+    obstacles = build_obstacles([Sphere(0.1), Plane()], backend)
+    poses = np.stack([_pose(rng), _pose(rng)])
+    omega, velocity = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))
+    zero = np.zeros((2, 3))
+    base = BaseMotion(poses[:, :3, :3], poses[:, :3, 3], omega, velocity, zero, zero)
+    motion = ObstacleMotion.from_base_motion(obstacles, base)
+    expected = ObstacleMotion.from_host(obstacles, poses, omega, velocity)
+    for name in ("rotation", "position", "angular_velocity", "linear_velocity"):
+        np.testing.assert_allclose(
+            backend.to_host(getattr(motion, name)), backend.to_host(getattr(expected, name))
+        )
 
 
 def test_contacts_carry_materials_radii_and_margin(backend):

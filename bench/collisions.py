@@ -1,0 +1,249 @@
+"""Collision workload: hair draped over a head sphere and a neck capsule, against the same strands
+with no obstacles, our engine only.
+
+Usage (from the repository root, in ``.venv/blender``)::
+
+    python bench/collisions.py                         # 1,000 strands x 32 links
+    python bench/collisions.py --strands 100 --links 16 --warmup-frames 6
+
+Both cases run in fresh interpreters (``python -m bench.collisions --case ...``) on the same
+strands: the bench workload's (:mod:`bench.workload`: 25 cm guide strands on a 10 cm head that
+shakes and nods), rooted on the scalp only (above 30° below the equator, so no root sits inside
+the neck), combed down over the head, and colliding with a 2 mm radius from their second link
+on. The head sphere turns with
+the head (its angular velocity enters the contacts), the neck capsule (5 cm radius, from 8 to
+25 cm below the head's centre) stands still. Untimed warm-up frames let the hair fall onto the
+head, so the timed frames have many contacts. Both cases step all trees in one thread (a
+simulation with constraints does), so the ratio measures the constraint work alone. The table
+goes to standard output, the figures to ``bench/results/collisions-<host>-<UTC time>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import math
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.peer_engine import head_motion
+from bench.worker import FramePolicy, emit, time_frames, warm_up
+from bench.workload import FRAME_RATE, SUBSTEPS_PER_FRAME, Workload, head_rotation
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+CASES = ("free", "obstacles")
+# Roots lie above this elevation on the head (rad): lower ones would sit inside the neck.
+LOWEST_ROOT = math.radians(-30.0)
+COLLISION_RADIUS = 2e-3  # m
+NECK = ((0.0, 0.0, -0.25), (0.0, 0.0, -0.08), 0.05)  # capsule start, end (m), radius (m)
+TARGET_RATIO = 3.0
+
+
+@dataclass(frozen=True)
+class ScalpWorkload(Workload):
+    """The bench workload's strands combed down over the head: roots on a Fibonacci lattice over
+    the part of the head sphere above :data:`LOWEST_ROOT` (``strands`` roots exactly), each
+    strand leaving its root down the meridian (straight down below the equator), tilted 0.1 rad
+    outward, so that gravity lays it on the head."""
+
+    def rest_points(self) -> np.ndarray:
+        outward = self.root_directions()
+        horizontal = np.hypot(outward[:, 0], outward[:, 1])
+        azimuth = np.arctan2(outward[:, 1], outward[:, 0])
+        # Down the meridian on the upper half; below the equator the meridian turns inward,
+        # toward the neck, so those strands hang straight down.
+        slope = np.maximum(outward[:, 2], 0.0)
+        down = np.stack(
+            (
+                slope * np.cos(azimuth),
+                slope * np.sin(azimuth),
+                -np.where(slope > 0, horizontal, 1.0),
+            ),
+            axis=1,
+        )
+        direction = down + 0.1 * outward
+        direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+        along = np.linspace(0.0, self.length, self.links + 1)
+        return self.head_radius * outward[:, None, :] + along[None, :, None] * direction[:, None, :]
+
+    def root_directions(self) -> np.ndarray:
+        cap = (1.0 - math.sin(LOWEST_ROOT)) / 2.0  # the scalp's share of the sphere's area
+        index = np.arange(self.strands) + 0.5
+        z = 1.0 - 2.0 * cap * index / self.strands
+        ring = np.sqrt(1.0 - z * z)
+        azimuth = math.pi * (3.0 - math.sqrt(5.0)) * index
+        return np.stack((ring * np.cos(azimuth), ring * np.sin(azimuth), z), axis=1)
+
+
+def build(core: Any, workload: ScalpWorkload, obstacles: bool, passes: int = 2) -> tuple[Any, Any]:
+    """The simulation, and the obstacles' motion as a function of time (None without them)."""
+    weight = np.tile([0.0] + [1.0] * (workload.links - 1), workload.strands)
+    parameters = core.StrandParameters(
+        mass_per_length=workload.mass_per_length,
+        radius=workload.radius,
+        bend_stiffness=workload.bend_rigidity,
+        twist_stiffness=workload.twist_rigidity,
+        bend_damping=workload.bend_damping,
+        twist_damping=workload.twist_damping,
+        collision_radius=COLLISION_RADIUS,
+        collision_weight=weight,
+    )
+    model = core.build_model([core.StrandSpec(p) for p in workload.rest_points()], parameters)
+    settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME, threads=1)
+    if not obstacles:
+        return core.Simulation(model, settings), None
+    skin = core.Material(0.0, 0.4, 0.3)
+    shapes = core.build_obstacles(
+        [
+            core.Sphere(workload.head_radius, skin, name="head"),
+            core.Capsule(*NECK, skin, name="neck"),
+        ]
+    )
+
+    def motion(t: float) -> Any:
+        head = head_motion(core, t)
+        poses = np.stack((np.eye(4), np.eye(4)))
+        poses[0, :3, :3] = head.rotation[0]
+        spin = np.stack((head.angular_velocity[0], np.zeros(3)))
+        return core.ObstacleMotion.from_host(shapes, poses, spin)
+
+    constraints = core.ConstraintSettings(passes=passes)
+    return core.Simulation(
+        model, settings, obstacles=shapes, constraint_settings=constraints
+    ), motion
+
+
+def run_case(case: str, workload: ScalpWorkload, policy: FramePolicy, passes: int) -> None:
+    """Time one case in this interpreter and print its JSON line."""
+    core = importlib.import_module("oriented_strands.core")
+    base = functools.partial(head_motion, core)
+    start = time.perf_counter()
+    simulation, obstacle_motion = build(core, workload, case == "obstacles", passes)
+    build_seconds = time.perf_counter() - start
+    contacts: list[int] = []
+    rows: list[int] = []
+
+    def advance_frame(_: int) -> None:
+        simulation.advance(1.0 / FRAME_RATE, base, obstacle_motion=obstacle_motion)
+        contacts.append(simulation.constraint_stats.contacts)
+        rows.append(simulation.constraint_stats.largest_problem)
+
+    first = warm_up(advance_frame, policy)
+    contacts.clear()
+    rows.clear()
+    times = time_frames(advance_frame, policy, first)
+    points = simulation.points() @ head_rotation(simulation.time)
+    if not np.isfinite(points).all():
+        raise SystemExit("the engine produced non-finite strand points")
+    deepest = 0.0
+    if obstacle_motion is not None:
+        from oriented_strands.core.obstacles import signed_distances
+
+        colliding = np.ones(len(points), bool)
+        colliding[simulation.model.point_offsets[:-1]] = False
+        colliding[simulation.model.point_offsets[:-1] + 1] = False
+        distance, _ = signed_distances(
+            simulation.constraints.obstacles,
+            obstacle_motion(simulation.time),
+            simulation.points()[colliding].T,
+        )
+        deepest = float(max(0.0, COLLISION_RADIUS - distance.min()))
+    emit(
+        f"engine-{case}",
+        workload,
+        times,
+        build_seconds=build_seconds,
+        contacts_mean=float(np.mean(contacts)),
+        contacts_max=int(np.max(contacts)),
+        largest_problem_rows=int(np.max(rows)),
+        deepest_penetration=deepest,
+        passes=passes,
+        substeps=SUBSTEPS_PER_FRAME,
+        numpy=np.__version__,
+        python=sys.version.split()[0],
+    )
+
+
+def run_both(strands: int, links: int, policy: FramePolicy, passes: int) -> list[dict[str, Any]]:
+    """Each case in its own interpreter; their JSON results."""
+    results = []
+    for case in CASES:
+        command = [
+            sys.executable,
+            "-m",
+            "bench.collisions",
+            f"--case={case}",
+            f"--strands={strands}",
+            f"--links={links}",
+            f"--passes={passes}",
+            *policy.as_arguments(),
+        ]
+        finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
+        if finished.returncode:
+            raise SystemExit(f"case {case} failed:\n{finished.stderr}")
+        results.append(json.loads(finished.stdout.strip().splitlines()[-1]))
+    return results
+
+
+def report(results: Sequence[dict[str, Any]]) -> str:
+    """The table: seconds per frame of each case, contacts, and the ratio against the target."""
+    free, obstacles = results
+    ratio = obstacles["seconds_per_frame"] / free["seconds_per_frame"]
+    verdict = "met" if ratio <= TARGET_RATIO else "not met"
+    lines = [
+        f"{free['strands']} strands x {free['links']} links, {SUBSTEPS_PER_FRAME} substeps/frame, "
+        f"{obstacles['passes']} constraint pass(es)",
+        "| case | s/frame (median) | contacts (mean, max) | largest tree problem (rows) |",
+        "|---|---|---|---|",
+        f"| no obstacles | {free['seconds_per_frame']:.3g} | – | – |",
+        f"| head + neck | {obstacles['seconds_per_frame']:.3g} | "
+        f"{obstacles['contacts_mean']:.0f}, {obstacles['contacts_max']} | "
+        f"{obstacles['largest_problem_rows']} |",
+        f"ratio {ratio:.2f} (target <= {TARGET_RATIO:g}: {verdict});"
+        f" deepest penetration {1e3 * obstacles['deepest_penetration']:.3f} mm",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--case", choices=CASES, help="run one case here (worker mode)")
+    parser.add_argument("--strands", type=int, default=1000)
+    parser.add_argument("--links", type=int, default=32)
+    parser.add_argument("--warmup-frames", type=int, default=12)
+    parser.add_argument("--min-frames", type=int, default=3)
+    parser.add_argument("--min-seconds", type=float, default=4.0)
+    parser.add_argument("--max-frames", type=int, default=12)
+    parser.add_argument("--passes", type=int, default=2, help="ConstraintSettings.passes")
+    args = parser.parse_args(argv)
+    policy = FramePolicy(args.warmup_frames, args.min_frames, args.min_seconds, args.max_frames)
+    workload = ScalpWorkload(args.strands, args.links)
+    if args.case:
+        run_case(args.case, workload, policy, args.passes)
+        return
+    results = run_both(args.strands, args.links, policy, args.passes)
+    print(report(results))
+    when = datetime.now(UTC)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"collisions-{socket.gethostname()}-{when:%Y%m%dT%H%M%SZ}.json"
+    path.write_text(json.dumps({"when": when.isoformat(), "cases": results}, indent=1))
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()

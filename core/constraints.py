@@ -1,0 +1,902 @@
+"""Contacts, friction, impacts, joint limits and animated constraints in the step (paper §4–5).
+
+One substep with constraints
+----------------------------
+1. **At t** (:meth:`ConstraintSolver.begin`, before the control moves on to ``t + h``): link
+   frames and velocities of the state, so every query point (``fractions`` along each colliding
+   link), path point and joint has its position and velocity at ``t``; the animated targets are
+   sampled at ``t − h``, ``t`` and ``t + h``.
+2. **Free step**: the ordinary implicit (or explicit) step, without any constraint force. Its
+   result is the state extrapolated to ``t + h`` that the swept contact query looks ahead to, and
+   it holds nothing of the previous step's constraint forces: the paper's "remove the effect of
+   the previous step's constraint forces" (§4, last paragraph) holds by construction.
+3. **Rows** (:meth:`ConstraintSolver.resolve`): contacts from :func:`.obstacles.find_contacts`
+   between the points at ``t`` and at the free ``t + h``; each gives a normal row and a friction
+   row along ``t = unit(v_t)``, the free tangential velocity at ``t + h`` relative to the obstacle
+   (the paper's ``unit(a_t + v_t/h)``: ``v_t(t) + h a_t`` is exactly that velocity). Joint limits
+   near their swing cone or twist range (at ``t`` or the free end) give one row each; active
+   point paths and joint rotations give three bilateral rows each.
+4. **Operator from test solves**: a row is a unit load, a force along its direction at its point
+   (spatial force ``[(p − o) × n; n]`` on its link, as joint torques by
+   :func:`.dynamics.joint_load`) or a torque about its axis on its joint. Through an
+   articulated-body factorisation of the step's Newton matrix ``M + hD + h²K`` at the free step's
+   end (:func:`.dynamics.factorize`, :func:`.dynamics.solve`), a unit force held over the step
+   changes the joint velocities at ``t + h`` by ``h Y``, ``Y = solve(g)``, and every row's
+   velocity by ``h`` times its acceleration in that solve. Column ``c`` of every tree's operator
+   comes from one solve: every tree loads its own ``c``-th row at once (trees are independent).
+   This factorisation leaves out the free step's link-local derivative of the velocity forces:
+   that term couples the tiny axial inertia of thin links to their bending (gyroscopic), so a
+   load across a strand would set it spinning about its axis; without it the operator is
+   symmetric up to the spring tangent's asymmetry (it is symmetrised).
+5. **LCP** per tree, all trees in one batch (:func:`.lcp.solve_lcp`): ``A = h G N⁻¹ Gᵀ``
+   (row velocity per newton), ``b = v_desired − v_free``, so ``w = A x − b`` is the row's velocity
+   at ``t + h`` above its desired value; a contact's normal and friction rows are updated
+   together (blocks of two; other rows are paired with padding). Desired velocities at ``t + h``
+   (the velocity form of eq. 14–17 that backward Euler calls for):
+
+   - contact normal, ``[0, ∞)``: ``v ≥ −d/h`` for a gap ``d ≥ 0`` (a speculative contact closes at
+     most its gap within the step: no tunnelling, no floating), ``v ≥ min(−β d/h, recovery_speed)``
+     for a penetration (pushed out at ``β`` of its depth per step, eq. 15's proportional term);
+   - **impact**: a point approaching faster than ``impact_speed`` at ``t`` leaves with
+     ``v ≥ −ν v_n(t)`` (restitution ``ν`` of the obstacle): the paper's impact impulse, solved in
+     the same LCP, so the velocities stay consistent with the positions;
+   - friction, ``[−μ x_n, μ x_n]``: ``v_t = 0``, i.e. the paper's ``a_t^d = −|v_t|/h``; ``μ`` is
+     the static coefficient while the point's tangential speed at ``t`` is below ``slip_speed``,
+     else the dynamic one;
+   - joint limit, ``[0, ∞)``: the swing (or twist) angle at ``t + h``, linearised about the start
+     of the step, stays within the limit;
+   - point on a path, joint following a rotation, ``(−∞, ∞)``: eq. 15, ``a^d = a* + k_p (x* − x)
+     + k_d (v* − v)`` at ``t``, ``v^d = v(t) + h a^d``.
+6. **Apply**: the joint torques of all forces, one solve, ``w⁺ += h solve(Gᵀ x)``,
+   ``q⁺ = q ⊗ exp(h w⁺)``. Then (``passes`` ≥ 2) a Newton iteration of the backward-Euler
+   residual with the forces as a load, through the free step's own kind of factorisation,
+   makes the state consistent with the forces (the operator is linear; it misses the Coriolis
+   coupling and the geometric stiffness of gravity and of the forces themselves), and each
+   further pass measures the rows again, removes the effect of the forces found so far (the
+   paper's §4 correction: ``b = v^d − v + A x``) and solves the LCP for the total, warm-started.
+   The last pass ends with its linear correction, so the rows hold to the accuracy of the LCP.
+
+Host transfers: the contact query reads back its count (compaction), joint limits one count per
+kind of limit, and the assembly the row count of every tree (the LCP runs on groups of trees of
+similar size, each padded to its own). Animated targets are copied in per substep.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import dynamics, integrators, spatial
+from .dynamics import Data
+from .errors import InvalidInputError
+from .lcp import solve_lcp
+from .model import Model
+from .obstacles import ObstacleMotion, Obstacles, find_contacts
+from .spatial import cross, dot
+from .state import Control, State
+
+
+@dataclass(frozen=True)
+class ConstraintSettings:
+    """How constraints are resolved (SI units).
+
+    Attributes
+    ----------
+    iterations : int
+        Projected Gauss–Seidel sweeps of the LCP per substep (Algorithm 2's ``K_iter``).
+    relaxation : float in (0, 2)
+        ``ω`` of the sweeps.
+    regularization : float > 0
+        ``ε`` added to each row's diagonal, relative to that diagonal.
+    fractions : tuple of floats in (0, 1]
+        Where each colliding link is sampled for contacts (1 is its tip, the next link's joint);
+        one point per fraction and link, so several contacts per link.
+    margin : m
+        Contacts are also made for points whose swept path comes within this of an obstacle.
+    penetration_recovery : float in (0, 1]
+        ``β``: the fraction of a penetration removed per substep.
+    recovery_speed : m/s
+        The fastest a penetration is pushed out. A strand that starts deep inside an obstacle,
+        pushed along itself, needs huge forces to leave at ``β d/h`` (a row a chain can hardly
+        move along); capped, it leaves gently.
+    impact_speed : m/s
+        Points approaching an obstacle faster than this at ``t`` are impacts: they leave with
+        the obstacle's restitution times their arrival speed.
+    slip_speed : m/s
+        Below this tangential speed a contact holds by static friction, above it slides with
+        dynamic friction.
+    limit_margin : rad
+        Joint-limit rows are made for joints within this of their limit at ``t`` or at the free
+        step's end.
+    path_stiffness : 1/s²
+        ``k_p`` of eq. 15 for points on paths and joints following rotations.
+    path_damping : 1/s
+        ``k_d`` of eq. 15; ``k_d h ≤ 1`` keeps the tracking free of overshoot.
+    passes : int
+        LCP solves per substep, each followed by a Newton iteration with the forces found (see
+        :meth:`ConstraintSolver._apply`).
+    """
+
+    iterations: int = 40
+    relaxation: float = 1.0
+    regularization: float = 1e-6
+    fractions: tuple = (0.5, 1.0)
+    margin: float = 1e-3
+    penetration_recovery: float = 0.2
+    recovery_speed: float = 0.02
+    impact_speed: float = 0.1
+    slip_speed: float = 1e-3
+    limit_margin: float = 0.02
+    path_stiffness: float = 2000.0
+    path_damping: float = 80.0
+    passes: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "passes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or int(value) < 1:
+                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+        if not 0.0 < float(self.relaxation) < 2.0:
+            raise InvalidInputError(f"relaxation must lie in (0, 2), got {self.relaxation}")
+        if not 0.0 < float(self.penetration_recovery) <= 1.0:
+            raise InvalidInputError(
+                f"penetration_recovery must lie in (0, 1], got {self.penetration_recovery}"
+            )
+        for name in ("regularization",):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise InvalidInputError(f"{name} must be a positive number")
+        for name in (
+            "margin",
+            "recovery_speed",
+            "impact_speed",
+            "slip_speed",
+            "limit_margin",
+            "path_stiffness",
+            "path_damping",
+        ):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise InvalidInputError(f"{name} must be a number >= 0, got {value!r}")
+        fractions = tuple(float(f) for f in self.fractions)
+        if not fractions or any(not 0.0 < f <= 1.0 for f in fractions):
+            raise InvalidInputError(f"fractions must be numbers in (0, 1], got {self.fractions}")
+
+
+@dataclass(frozen=True)
+class JointLimits:
+    """Limits of every joint relative to its rest rotation (rad; scalars or per-link values in
+    strand order; ``inf`` leaves a joint free).
+
+    The deviation from rest is split ``twist ⊗ swing`` as for the springs (see
+    ``docs/physics.md``): ``swing`` bounds the swing angle (a cone about the rest direction),
+    ``twist_min ≤ twist ≤ twist_max`` the twist about the link's axis.
+    """
+
+    swing: Any = math.inf
+    twist_min: Any = -math.inf
+    twist_max: Any = math.inf
+
+
+@dataclass(frozen=True)
+class PointPath:
+    """A point of a link follows an animated path.
+
+    Attributes
+    ----------
+    strand, link : int
+        The link (its index within the strand, 0 at the root).
+    path : callable ``path(t) -> (3,)``
+        World position (m) the point should be at, at time ``t``; differenced for its velocity
+        and acceleration.
+    fraction : float in [0, 1]
+        Where the point lies along the link (1: its tip).
+    active : callable ``active(t) -> bool`` or None (always)
+    """
+
+    strand: int
+    link: int
+    path: Callable[[float], Any]
+    fraction: float = 1.0
+    active: Callable[[float], bool] | None = None
+
+
+@dataclass(frozen=True)
+class JointRotation:
+    """A joint follows an animated rotation.
+
+    Attributes
+    ----------
+    strand, link : int
+        The link whose joint is driven (its index within the strand).
+    rotation : callable ``rotation(t) -> (4,)``
+        The joint's rotation relative to its parent (unit quaternion ``(w, x, y, z)``, like
+        ``State.q``) at time ``t``.
+    active : callable ``active(t) -> bool`` or None (always)
+    """
+
+    strand: int
+    link: int
+    rotation: Callable[[float], Any]
+    active: Callable[[float], bool] | None = None
+
+
+@dataclass(frozen=True)
+class ConstraintStats:
+    """What the last substep's constraint pass did: rows of the largest tree problem, contacts
+    found, joint-limit rows, bilateral rows."""
+
+    largest_problem: int = 0
+    contacts: int = 0
+    limit_rows: int = 0
+    bilateral_rows: int = 0
+
+
+@dataclass(eq=False)
+class _Rows:
+    """Constraint rows, one column each (device arrays, ``R`` rows).
+
+    tree, link : (R,) int, level-major link; fraction : (R,) where the row's point lies along its
+    link (0 for joint rows); direction : (3, R) world force direction,
+    or the link-frame torque axis of a joint row; joint : (R,) bool; lower, upper : (R,) bounds
+    (multiples of the normal force for friction rows); friction : (R,) bool, the row before is
+    its normal row; target : (R,) m/s or rad/s, the desired velocity at ``t + h`` along the row
+    (of the point, world; of the joint, link frame); bounded rows stop pushing above it.
+    """
+
+    tree: Any
+    link: Any
+    fraction: Any
+    direction: Any
+    joint: Any
+    lower: Any
+    upper: Any
+    friction: Any
+    target: Any
+
+    def with_padding(self, xp: Any) -> _Rows:
+        """Each row followed by a padding row (no load, force held at 0), so that rows come in
+        the pairs the LCP sweeps update together (a contact's normal and friction rows)."""
+        count = self.tree.shape[0]
+
+        def paired(values: Any, padding: Any) -> Any:
+            return xp.stack((values, padding), axis=-1).reshape(*values.shape[:-1], 2 * count)
+
+        def zero(values: Any) -> Any:
+            return paired(values, xp.zeros_like(values))
+
+        return _Rows(
+            tree=paired(self.tree, self.tree),
+            link=paired(self.link, self.link),
+            fraction=zero(self.fraction),
+            direction=zero(self.direction),
+            joint=paired(self.joint, self.joint),
+            lower=zero(self.lower),
+            upper=zero(self.upper),
+            friction=zero(self.friction),
+            target=zero(self.target),
+        )
+
+    @staticmethod
+    def concatenate(xp: Any, parts: list[_Rows]) -> _Rows:
+        names = (
+            "tree",
+            "link",
+            "fraction",
+            "direction",
+            "joint",
+            "lower",
+            "upper",
+            "friction",
+            "target",
+        )
+        return _Rows(
+            **{
+                name: xp.concatenate([getattr(part, name) for part in parts], axis=-1)
+                for name in names
+            }
+        )
+
+
+class ConstraintSolver:
+    """Obstacles, joint limits and animated constraints of one model, resolved in every substep.
+
+    Parameters
+    ----------
+    model : Model
+    obstacles : Obstacles or None
+        On the model's backend.
+    joint_limits : JointLimits or None
+    settings : ConstraintSettings
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        obstacles: Obstacles | None = None,
+        joint_limits: JointLimits | None = None,
+        settings: ConstraintSettings | None = None,
+    ) -> None:
+        self.model = model
+        self.settings = settings or ConstraintSettings()
+        backend = model.backend
+        if obstacles is not None and (
+            obstacles.backend.name != backend.name or obstacles.backend.dtype != backend.dtype
+        ):
+            raise InvalidInputError(
+                f"obstacles are on backend {obstacles.backend.name}/{obstacles.backend.dtype}, the "
+                f"model on {backend.name}/{backend.dtype}; build both on the same backend"
+            )
+        self.obstacles = obstacles
+        self.obstacle_motion = (
+            None
+            if obstacles is None
+            else ObstacleMotion.from_host(
+                obstacles, np.broadcast_to(np.eye(4), (obstacles.n_obstacles, 4, 4))
+            )
+        )
+        colliding = np.nonzero(model.collides)[0]
+        fractions = np.asarray(self.settings.fractions, dtype=np.float64)
+        self._query_link = backend.from_host(np.tile(colliding, len(fractions)))
+        self._query_fraction = backend.from_host(np.repeat(fractions, len(colliding)))
+        self._query_radius = model.collision_radius[self._query_link]
+        self._limits = None if joint_limits is None else _device_limits(model, joint_limits)
+        self.bilateral: list[PointPath | JointRotation] = []
+        self.stats = ConstraintStats()
+        self._start: dict = {}
+
+    # --- configuration ---------------------------------------------------------------------
+
+    def add(self, constraint: PointPath | JointRotation) -> None:
+        """Add an animated point path or joint rotation (checked against the model)."""
+        if not isinstance(constraint, PointPath | JointRotation):
+            raise InvalidInputError(
+                f"expected a PointPath or JointRotation, got {type(constraint).__name__}"
+            )
+        self._level_major_link(constraint.strand, constraint.link)
+        if isinstance(constraint, PointPath) and not 0.0 <= float(constraint.fraction) <= 1.0:
+            raise InvalidInputError(f"PointPath.fraction must lie in [0, 1], got {constraint}")
+        self.bilateral.append(constraint)
+
+    def set_obstacle_motion(self, motion: ObstacleMotion) -> None:
+        """Obstacle poses and velocities for the next substep."""
+        if self.obstacles is None:
+            raise InvalidInputError("this simulation has no obstacles to move")
+        if not isinstance(motion, ObstacleMotion):
+            raise InvalidInputError(
+                f"obstacle motion must be an ObstacleMotion, got {type(motion).__name__}"
+            )
+        self.obstacle_motion = motion
+
+    def _level_major_link(self, strand: int, link: int) -> int:
+        model = self.model
+        matches = np.nonzero(model.strand_index == int(strand))[0]
+        if len(matches) != 1:
+            raise InvalidInputError(f"strand {strand} does not exist in this model")
+        s = int(matches[0])
+        count = int(model.link_offsets[s + 1] - model.link_offsets[s])
+        if not 0 <= int(link) < count:
+            raise InvalidInputError(
+                f"{model.describe_strand(s)} has no link {link} (it has {count})"
+            )
+        return int(model.link_order[model.link_offsets[s] + int(link)])
+
+    # --- the substep -----------------------------------------------------------------------
+
+    def begin(self, data: Data, state: State, control: Control, time: float, h: float) -> None:
+        """Record the state at ``t``; ``control`` must still describe the bases at ``t``."""
+        model, xp = self.model, self.model.xp
+        dynamics.link_velocities(model, data, state.q, state.w, control)
+        origin = control.base_position[:, model.link_base]
+        start: dict = {}
+        if self.obstacles is not None:
+            relative, velocity = _points(model, data, self._query_link, self._query_fraction)
+            start["query"] = relative + origin[:, self._query_link]
+            start["query_velocity"] = velocity
+        if self._limits is not None:
+            start["limits"] = _swing_and_twist(model, state.q)
+        active = [c for c in self.bilateral if c.active is None or bool(c.active(time + h))]
+        paths = [c for c in active if isinstance(c, PointPath)]
+        rotations = [c for c in active if isinstance(c, JointRotation)]
+        device = model.backend.from_host
+        if paths:
+            links = device(np.array([self._level_major_link(c.strand, c.link) for c in paths]))
+            fractions = device(np.array([float(c.fraction) for c in paths]))
+            relative, velocity = _points(model, data, links, fractions)
+            targets = np.array(
+                [[_checked_point(c, c.path(time + k * h)) for c in paths] for k in (-1, 0, 1)]
+            )
+            kp, kd = self.settings.path_stiffness, self.settings.path_damping
+            target_velocity = (targets[2] - targets[0]) / (2 * h)
+            target_acceleration = (targets[2] - 2 * targets[1] + targets[0]) / (h * h)
+            position = relative + origin[:, links]
+            desired = (
+                velocity
+                + h * device(target_acceleration.T)
+                + (h * kp) * (device(targets[1].T) - position)
+                + (h * kd) * (device(target_velocity.T) - velocity)
+            )
+            start["paths"] = (links, fractions, desired)
+        if rotations:
+            links = device(np.array([self._level_major_link(c.strand, c.link) for c in rotations]))
+            targets = np.array(
+                [
+                    [_checked_rotation(c, c.rotation(time + k * h)) for c in rotations]
+                    for k in (-1, 0, 1)
+                ]
+            )
+            back = _log(_relative(targets[0], targets[1])) / h
+            ahead = _log(_relative(targets[1], targets[2])) / h
+            q, w = state.q[:, links], state.w[:, links]
+            error = _log_device(
+                xp, spatial.quat_multiply(xp, spatial.quat_conjugate(xp, q), device(targets[1].T))
+            )
+            kp, kd = self.settings.path_stiffness, self.settings.path_damping
+            desired = (
+                w
+                + device((ahead - back).T)
+                + (h * kp) * error
+                + (h * kd) * (device((0.5 * (ahead + back)).T) - w)
+            )
+            start["rotations"] = (links, desired)
+        self._start = start
+
+    def resolve(self, data: Data, state: State, control: Control, h: float, out: State) -> None:
+        """Correct the free step ``out`` (from ``state`` over ``h``) by the constraint forces."""
+        model, xp = self.model, self.model.xp
+        dynamics.link_velocities(model, data, out.q, out.w, control)
+        # The operator's factorisation, at the free step's end, without the link-local velocity
+        # derivative (see the module docstring, step 4).
+        dynamics.factorize(model, data, integrators.joint_block(model, control, out.q, h))
+        parts: list[_Rows] = []
+        contacts = limit_rows = bilateral_rows = 0
+        if self.obstacles is not None:
+            rows = self._contact_rows(data, control, h)
+            contacts = rows.tree.shape[0] // 2
+            parts.append(rows)
+        if self._limits is not None:
+            rows = self._limit_rows(out, h)
+            limit_rows = rows.tree.shape[0]
+            parts.append(rows.with_padding(xp))
+        if "paths" in self._start:
+            rows = self._path_rows(data, out)
+            bilateral_rows += rows.tree.shape[0]
+            parts.append(rows.with_padding(xp))
+        if "rotations" in self._start:
+            rows = self._rotation_rows(out)
+            bilateral_rows += rows.tree.shape[0]
+            parts.append(rows.with_padding(xp))
+        rows = _Rows.concatenate(xp, parts) if parts else None
+        count = 0 if rows is None else rows.tree.shape[0]
+        if count == 0:
+            self.stats = ConstraintStats()
+            return
+        largest = self._apply(data, state, control, rows, h, out)
+        self.stats = ConstraintStats(largest, contacts, limit_rows, bilateral_rows)
+
+    # --- rows ------------------------------------------------------------------------------
+
+    def _contact_rows(self, data: Data, control: Control, h: float) -> _Rows:
+        model, xp, settings = self.model, self.model.xp, self.settings
+        relative, end_velocity = _points(model, data, self._query_link, self._query_fraction)
+        origin = control.base_position[:, model.link_base]
+        end = relative + origin[:, self._query_link]
+        found = find_contacts(
+            self.obstacles,
+            self.obstacle_motion,
+            self._start["query"],
+            end,
+            self._query_radius,
+            h,
+            settings.margin,
+        )
+        point, n = found.point, found.normal
+        link = self._query_link[point]
+        free = end_velocity[:, point] - found.obstacle_velocity
+        before = self._start["query_velocity"][:, point] - found.obstacle_velocity
+        normal_free = dot(n, free)
+        normal_before = dot(n, before)
+        d = found.distance
+        push_out = xp.minimum((-settings.penetration_recovery / h) * d, settings.recovery_speed)
+        recovery = xp.where(d >= 0.0, -d / h, push_out)
+        impact = normal_before < -settings.impact_speed
+        desired = xp.where(
+            impact, xp.maximum(recovery, -found.restitution * normal_before), recovery
+        )
+        tangential = free - normal_free * n
+        speed = xp.sqrt(dot(tangential, tangential))
+        moving = speed > 1e-12
+        tangent = xp.where(moving, tangential / xp.where(moving, speed, 1.0), _perpendicular(xp, n))
+        slide = before - normal_before * n
+        mu = xp.where(
+            dot(slide, slide) < settings.slip_speed**2,
+            found.static_friction,
+            found.dynamic_friction,
+        )
+        count = point.shape[0]
+
+        def pair(normal_value: Any, friction_value: Any) -> Any:
+            # Each contact's normal row, then its friction row.
+            return xp.stack((normal_value, friction_value), axis=-1).reshape(
+                *normal_value.shape[:-1], 2 * count
+            )
+
+        tree = model.link_tree[link]
+        fraction = self._query_fraction[point]
+        false = xp.zeros(count, dtype=bool)
+        return _Rows(
+            tree=pair(tree, tree),
+            link=pair(link, link),
+            fraction=pair(fraction, fraction),
+            direction=pair(n, tangent),
+            joint=pair(false, false),
+            lower=pair(xp.zeros_like(mu), -mu),
+            upper=pair(xp.full_like(mu, xp.inf), mu),
+            friction=pair(false, xp.ones(count, dtype=bool)),
+            target=pair(
+                desired + dot(n, found.obstacle_velocity), dot(tangent, found.obstacle_velocity)
+            ),
+        )
+
+    def _limit_rows(self, out: State, h: float) -> _Rows:
+        """One row per joint whose swing or twist is within ``limit_margin`` of its limit at the
+        start or at the free end of the step.
+
+        The angle at ``t + h`` is linearised about the start, ``θ(t) + h b·w⁺`` (``b`` the swing
+        axis, or the twist axis): a joint stopped at its limit ends with a small ``w⁺``, so this
+        is accurate where it matters, whereas a linearisation about the free end is off by the
+        square of the whole correction (a whipping tip overshot a 15° cone by 5°)."""
+        model, xp = self.model, self.model.xp
+        limits, margin = self._limits, self.settings.limit_margin
+        swing_end, axis_end, twist_end = _swing_and_twist(model, out.q)
+        swing, axis, twist = self._start["limits"]
+        # At rest the swing axis is undefined: take the one the free step turns about.
+        axis = xp.where(swing > 1e-6, axis, axis_end)
+        y = xp.zeros_like(axis)
+        y[1] = 1.0
+        parts = []
+        # (which joints, torque axis, excess over the limit at t)
+        for mask, direction, excess in (
+            (
+                xp.maximum(swing, swing_end) > limits["swing"] - margin,
+                -axis,
+                swing - limits["swing"],
+            ),
+            (
+                xp.maximum(twist, twist_end) > limits["twist_max"] - margin,
+                -y,
+                twist - limits["twist_max"],
+            ),
+            (
+                xp.minimum(twist, twist_end) < limits["twist_min"] + margin,
+                y,
+                limits["twist_min"] - twist,
+            ),
+        ):
+            (link,) = xp.nonzero(mask)
+            parts.append(_joint_rows(xp, model, link, direction[:, link], excess[link] / h, True))
+        return _Rows.concatenate(xp, parts)
+
+    def _path_rows(self, data: Data, out: State) -> _Rows:
+        model, xp = self.model, self.model.xp
+        links, fractions, desired = self._start["paths"]
+        relative, velocity = _points(model, data, links, fractions)
+        count = links.shape[0]
+        eye = xp.eye(3, dtype=model.backend.float)
+        direction = xp.repeat(eye, count, axis=1)
+        infinite = xp.full(3 * count, xp.inf, dtype=model.backend.float)
+        false = xp.zeros(3 * count, dtype=bool)
+        return _Rows(
+            tree=xp.tile(model.link_tree[links], 3),
+            link=xp.tile(links, 3),
+            fraction=xp.tile(fractions, 3),
+            direction=direction,
+            joint=false,
+            lower=-infinite,
+            upper=infinite,
+            friction=false,
+            target=desired.reshape(3 * count),
+        )
+
+    def _rotation_rows(self, out: State) -> _Rows:
+        model, xp = self.model, self.model.xp
+        links, desired = self._start["rotations"]
+        count = links.shape[0]
+        eye = xp.eye(3, dtype=model.backend.float)
+        parts = [
+            _joint_rows(
+                xp,
+                model,
+                links,
+                xp.repeat(eye[:, axis : axis + 1], count, axis=1),
+                desired[axis],
+                False,
+            )
+            for axis in range(3)
+        ]
+        return _Rows.concatenate(xp, parts)
+
+    # --- operator, LCP and correction ------------------------------------------------------
+
+    def _apply(
+        self, data: Data, state: State, control: Control, rows: _Rows, h: float, out: State
+    ) -> int:
+        """Solve the rows' LCP and correct ``out`` in ``settings.passes`` passes (module
+        docstring, steps 4–6); returns the largest tree's row count."""
+        model, xp, settings = self.model, self.model.xp, self.settings
+        to_host = model.backend.to_host
+        order = xp.argsort(rows.tree, kind="stable")
+        tree = rows.tree[order]
+        rank = xp.arange(tree.shape[0]) - xp.searchsorted(tree, tree, side="left")
+        n_trees = model.n_trees
+        # The row count of every tree, read back once (n_trees integers): the LCP groups trees by
+        # it, so that each group is padded to its own size rather than the largest tree's.
+        counts = to_host(xp.bincount(tree, minlength=n_trees))
+        m = int(counts.max())
+        groups = _size_groups(model.backend, counts)
+        dtype = model.backend.float
+
+        def dense(values: Any, fill: Any, kind: Any = dtype) -> Any:
+            target = xp.full((*values.shape[:-1], n_trees, m), fill, dtype=kind)
+            target[..., tree, rank] = values[..., order]
+            return target
+
+        link = xp.broadcast_to(xp.arange(n_trees)[:, None], (n_trees, m)).copy()
+        link[tree, rank] = rows.link[order]
+        fraction = dense(rows.fraction, 0.0)
+        arm = _arms(model, data, link, fraction)
+        direction = dense(rows.direction, 0.0)
+        joint = dense(rows.joint, False, bool)
+        lower = dense(rows.lower, 0.0)
+        upper = dense(rows.upper, 0.0)
+        target = dense(rows.target, 0.0)
+        normal_row = xp.where(dense(rows.friction, False, bool), xp.arange(m)[None, :] - 1, -1)
+
+        operator = delassus_operator(model, data, link, arm, direction, joint, h)
+        operator = 0.5 * (operator + operator.transpose(0, 2, 1))
+        diagonal = xp.diagonal(operator, axis1=1, axis2=2)
+        floor = 1e-12 * xp.max(diagonal, axis=1, keepdims=True) + 1e-30
+        regularization = settings.regularization * diagonal + floor
+
+        force = xp.zeros((n_trees, m), dtype=dtype)
+        for correction in range(int(settings.passes)):
+            if correction:
+                dynamics.link_velocities(model, data, out.q, out.w, control)
+                arm = _arms(model, data, link, fraction)
+            velocity = _row_values(xp, data.v[:, link], out.w[:, link], arm, direction, joint)
+            rhs = target - velocity + (operator @ force[:, :, None])[:, :, 0]
+            new_force = force.copy()
+            for trees, size in groups:
+                part = (trees, slice(0, size))
+                new_force[part] = solve_lcp(
+                    xp,
+                    operator[trees, :size, :size],
+                    rhs[part],
+                    lower[part],
+                    upper[part],
+                    normal_row[part],
+                    iterations=int(settings.iterations),
+                    regularization=regularization[part],
+                    relaxation=settings.relaxation,
+                    block_size=2,
+                    initial=force[part],
+                )
+            change = self._joint_load(data, link, arm, direction, joint, new_force - force)
+            force = new_force
+            out.w += h * dynamics.solve(model, data, change)
+            out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
+            if correction + 1 < int(settings.passes):
+                r = integrators.residual(model, data, state, out.q, out.w, control, h)
+                dynamics.factorize(
+                    model,
+                    data,
+                    integrators.joint_block(model, control, out.q, h),
+                    velocity_step=h,
+                    control=control,
+                )
+                load = self._joint_load(
+                    data, link, _arms(model, data, link, fraction), direction, joint, force
+                )
+                out.w += dynamics.solve(model, data, -h * (r - load))
+                out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
+        return m
+
+    def _joint_load(
+        self, data: Data, link: Any, arm: Any, direction: Any, joint: Any, force: Any
+    ) -> Any:
+        """Joint torques (3, N) of row forces (T, m) on the dense rows (at the free step's end)."""
+        model, xp = self.model, self.model.xp
+        dtype = model.backend.float
+        torque = xp.zeros((3, model.n_links), dtype=dtype)
+        link_force = xp.zeros((6, model.n_links), dtype=dtype)
+        # A column holds at most one row per tree, so its links never repeat.
+        for c in range(link.shape[1]):
+            point_force = direction[:, :, c] * (force[:, c] * ~joint[:, c])
+            link_force[:3, link[:, c]] += cross(xp, arm[:, :, c], point_force)
+            link_force[3:, link[:, c]] += point_force
+            torque[:, link[:, c]] += direction[:, :, c] * (force[:, c] * joint[:, c])
+        return torque + dynamics.joint_load(model, data, link_force)
+
+
+def delassus_operator(
+    model: Model, data: Data, link: Any, arm: Any, direction: Any, joint: Any, h: float
+) -> Any:
+    """The constraint operator ``A = h G N⁻¹ Gᵀ`` (T, m, m) of every tree's rows, by test solves
+    through the last :func:`.dynamics.factorize` (of ``N``).
+
+    Row ``i`` of tree ``t`` acts on level-major link ``link[t, i]``: a force along the world
+    ``direction[:, t, i]`` at the point ``arm[:, t, i]`` (relative to the tree's reference point),
+    or, where ``joint[t, i]``, a torque about the link-frame axis ``direction[:, t, i]`` on the
+    link's joint. ``A[t, i, j]`` is the change of row ``i``'s velocity (m/s or rad/s) at the end
+    of a step of ``h`` by a unit force (N or N·m) of row ``j`` held over it. Padding rows have a
+    zero direction. Column ``c`` of every tree comes from one solve, every tree loading its own
+    ``c``-th row (trees are independent; a tree's rows of one column are on one link, so no link
+    is loaded twice). Uses the link frames of the last kinematics in ``data``.
+    """
+    xp = model.xp
+    n_trees, m = link.shape
+    operator = xp.empty((n_trees, m, m), dtype=model.backend.float)
+    for c in range(m):
+        point = direction[:, :, c] * ~joint[:, c]
+        link_force = xp.zeros((6, model.n_links), dtype=model.backend.float)
+        link_force[:3, link[:, c]] = cross(xp, arm[:, :, c], point)
+        link_force[3:, link[:, c]] = point
+        torque = dynamics.joint_load(model, data, link_force)
+        torque[:, link[:, c]] += direction[:, :, c] * joint[:, c]
+        dynamics.solve(model, data, torque)
+        operator[:, :, c] = h * _row_values(
+            xp, data.solve_a[:, link], data.x[:, link], arm, direction, joint
+        )
+    return operator
+
+
+def _swing_and_twist(model: Model, q: Any) -> tuple[Any, Any, Any]:
+    """Swing angle (N,), unit swing axis (3, N, link frame) and signed twist angle (N,) of every
+    joint's deviation from its rest rotation, split ``twist ⊗ swing`` as for the springs."""
+    xp = model.xp
+    deviation = spatial.quat_multiply(xp, spatial.quat_conjugate(xp, model.rest_rotation), q)
+    deviation = deviation * xp.where(deviation[0] < 0.0, -1.0, 1.0)
+    twist, swing = spatial.twist_swing(xp, deviation)
+    sine = xp.sqrt(swing[1] ** 2 + swing[3] ** 2)
+    axis = xp.stack((swing[1], xp.zeros_like(sine), swing[3]))
+    axis = axis / xp.where(sine > 1e-12, sine, 1.0)
+    return 2.0 * xp.arctan2(sine, swing[0]), axis, 2.0 * xp.arctan2(twist[2], twist[0])
+
+
+def _size_groups(backend: Any, counts: np.ndarray) -> list[tuple[Any, int]]:
+    """Trees with rows grouped by row count: ``(device tree indices, padded size)`` for counts in
+    ``(s/2, s]``, ``s`` = 2, 4, 8, … (capped at the largest count; counts are even)."""
+    largest = int(counts.max())
+    groups, size = [], 2
+    while size // 2 < largest:
+        members = np.nonzero((counts > size // 2) & (counts <= size))[0]
+        if len(members):
+            groups.append((backend.from_host(members), min(size, largest)))
+        size *= 2
+    return groups
+
+
+def _arms(model: Model, data: Data, link: Any, fraction: Any) -> Any:
+    """Points (3, ...) ``fraction`` along ``link`` relative to their tree's reference point, at
+    the configuration of the last kinematics in ``data``."""
+    return data.r[:, link] + (fraction * model.length[link]) * data.oR[:, 1, link]
+
+
+def _row_values(
+    xp: Any, spatial_motion: Any, joint_motion: Any, arm: Any, direction: Any, joint: Any
+) -> Any:
+    """Rows' velocities (or accelerations), (T, m): of their points along their direction from
+    the spatial motion (6, T, m) of their links, or of their joints about their axis from joint
+    motion (3, T, m)."""
+    point = spatial_motion[3:] + cross(xp, spatial_motion[:3], arm)
+    return xp.where(joint, dot(direction, joint_motion), dot(direction, point))
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _points(model: Model, data: Data, links: Any, fractions: Any) -> tuple[Any, Any]:
+    """Positions relative to each tree's reference point and world velocities (3, P) of points
+    ``fractions`` along ``links``, from the last :func:`.dynamics.link_velocities`."""
+    xp = model.xp
+    relative = _arms(model, data, links, fractions)
+    velocity = data.v[3:, links] + cross(xp, data.v[:3, links], relative)
+    return relative, velocity
+
+
+def _joint_rows(
+    xp: Any, model: Model, link: Any, direction: Any, target: Any, unilateral: bool
+) -> _Rows:
+    """Rows of torques about link-frame ``direction`` (3, R) on the joints of ``link``, pushing
+    only (``unilateral``) or both ways, toward joint velocities ``target`` along ``direction``."""
+    count = link.shape[0]
+    dtype = model.backend.float
+    false = xp.zeros(count, dtype=bool)
+    infinite = xp.full(count, xp.inf, dtype=dtype)
+    return _Rows(
+        tree=model.link_tree[link],
+        link=link,
+        fraction=xp.zeros(count, dtype=dtype),
+        direction=direction,
+        joint=xp.ones(count, dtype=bool),
+        lower=xp.zeros(count, dtype=dtype) if unilateral else -infinite,
+        upper=infinite,
+        friction=false,
+        target=target,
+    )
+
+
+def _perpendicular(xp: Any, n: Any) -> Any:
+    """A unit vector perpendicular to each unit vector (3, C)."""
+    helper = xp.zeros_like(n)
+    use_y = xp.abs(n[0]) > 0.9
+    helper[0] = xp.where(use_y, 0.0, 1.0)
+    helper[1] = xp.where(use_y, 1.0, 0.0)
+    tangent = cross(xp, n, helper)
+    return tangent / xp.sqrt(dot(tangent, tangent))
+
+
+def _device_limits(model: Model, limits: JointLimits) -> dict:
+    values = {}
+    for name in ("swing", "twist_min", "twist_max"):
+        host = np.asarray(getattr(limits, name), dtype=np.float64)
+        try:
+            host = np.broadcast_to(host, (model.n_links,))
+        except ValueError as error:
+            raise InvalidInputError(
+                f"JointLimits.{name}: expected a scalar or {model.n_links} per-link values in "
+                f"strand order, got shape {host.shape}"
+            ) from error
+        if np.isnan(host).any():
+            raise InvalidInputError(f"JointLimits.{name} has NaN values")
+        values[name] = model.from_strand_order(host, f"JointLimits.{name}")
+    host_swing = model.to_strand_order(values["swing"])
+    if (host_swing < 0).any():
+        raise InvalidInputError("JointLimits.swing must not be negative")
+    if (
+        model.to_strand_order(values["twist_min"]) > model.to_strand_order(values["twist_max"])
+    ).any():
+        raise InvalidInputError("JointLimits.twist_min must not exceed twist_max")
+    return values
+
+
+def _checked_point(constraint: PointPath, value: Any) -> np.ndarray:
+    point = np.asarray(value, dtype=np.float64)
+    if point.shape != (3,) or not np.isfinite(point).all():
+        raise InvalidInputError(
+            f"the path of the point constraint on strand {constraint.strand}, link "
+            f"{constraint.link} must return 3 finite numbers, got {value!r}"
+        )
+    return point
+
+
+def _checked_rotation(constraint: JointRotation, value: Any) -> np.ndarray:
+    q = np.asarray(value, dtype=np.float64)
+    if q.shape != (4,) or not np.isfinite(q).all() or abs(np.linalg.norm(q) - 1.0) > 1e-6:
+        raise InvalidInputError(
+            f"the rotation of the joint constraint on strand {constraint.strand}, link "
+            f"{constraint.link} must return a unit quaternion (w, x, y, z), got {value!r}"
+        )
+    return q
+
+
+def _relative(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a⁻¹ ⊗ b`` of host quaternions (R, 4)."""
+    return spatial.quat_multiply(np, spatial.quat_conjugate(np, a.T), b.T).T
+
+
+def _log(q: np.ndarray) -> np.ndarray:
+    """Rotation vectors (R, 3) of host unit quaternions (R, 4)."""
+    return _log_device(np, q.T).T
+
+
+def _log_device(xp: Any, q: Any) -> Any:
+    """Rotation vectors (3, R) of unit quaternions (4, R), the shorter way round."""
+    q = q * xp.where(q[0] < 0.0, -1.0, 1.0)
+    sine = xp.sqrt(dot(q[1:], q[1:]))
+    angle = 2.0 * xp.arctan2(sine, q[0])
+    small = sine < 1e-12
+    return q[1:] * xp.where(small, 2.0, angle / xp.where(small, 1.0, sine))
