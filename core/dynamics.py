@@ -62,6 +62,8 @@ class Data:
     dw : (3, N) joint-velocity change of the last implicit step, rad/s: the next step's Newton
         iteration starts from ``w + dw`` (zero after allocation; :meth:`.Simulation.reset`
         clears it)
+    tree_update : (n_trees,) largest joint-velocity update of each tree in the last Newton
+        iteration of the last implicit step, rad/s
     """
 
     orientation: Any
@@ -84,6 +86,7 @@ class Data:
     x: Any
     solve_a: Any
     dw: Any
+    tree_update: Any
 
     @classmethod
     def for_model(cls, model: Model) -> Data:
@@ -98,6 +101,7 @@ class Data:
             v=empty(6), a=empty(6), f=empty(6), tau=empty(3), joint_velocity=empty(6),
             S=empty(6, 3), UDinv=empty(6, 3), DinvWt=empty(3, 6), Dinv=empty(3, 3),
             IA=empty(6, 6), pA=empty(6), u=empty(3), x=empty(3), solve_a=empty(6), dw=empty(3),
+            tree_update=xp.zeros(model.n_trees, dtype=dtype),
         )  # fmt: skip
 
 
@@ -328,7 +332,8 @@ def _spring_torque(model: Model, control: Control, deviation: Any) -> Any:
     ``n = |(w, y)|``, the twist is ``(w, 0, y, 0) / n`` and the swing ``(n, (wx - yz)/n, 0,
     (wz + xy)/n)``, so both are written out here instead of being formed as quaternions. Bend
     ``-2 K_b(b) tan(theta_b/2)``, twist ``-2 K_t tan(theta_t/2)``; the factor 2 makes ``K`` the
-    small-angle stiffness, ``K = rigidity / joint_length``.
+    small-angle stiffness, ``K = rigidity / joint_length``. With isotropic bending the torque is
+    minus the gradient of the energy ``-4 K_b ln cos(theta_b/2) - 4 K_t ln cos(theta_t/2)``.
     """
     xp = model.xp
     p = spatial.quat_normalize(xp, deviation)
@@ -347,12 +352,17 @@ def _spring_torque(model: Model, control: Control, deviation: Any) -> Any:
     swing_w = xp.maximum(sw, 1e-6)
     k_bend = control.bend_stiffness / model.joint_length
     twist_scale = (-2.0 / model.joint_length) * control.twist_stiffness * tan_twist
-    # The twist axis seen from the child frame: R(swing)^T y.
+    # The twist torque is minus the gradient of the twist energy -4 K_t ln cos(theta_t/2) (the
+    # integral of eq. 18) with respect to the joint's rotation: theta_t changes by (sz/n, 1,
+    # -sx/n) per unit rotation about the child's axes. Applying tan(theta_t/2) about the twist
+    # axis R(swing)^T y instead, as a torque, is not a gradient once the joint also bends: past
+    # a quarter turn of swing its axial part even reverses, and it feeds energy into a bent and
+    # twisted strand until it blows up, at any step size.
     return xp.stack(
         (
-            (-2.0 / swing_w) * k_bend[0] * sx + twist_scale * (2 * sw * sz),
-            twist_scale * (1 - 2 * (sx * sx + sz * sz)),
-            (-2.0 / swing_w) * k_bend[1] * sz - twist_scale * (2 * sw * sx),
+            (-2.0 / swing_w) * k_bend[0] * sx + twist_scale * (sz / swing_w),
+            twist_scale,
+            (-2.0 / swing_w) * k_bend[1] * sz - twist_scale * (sx / swing_w),
         )
     )
 

@@ -8,11 +8,24 @@ groups' whole-forest operations overlap. Trees are independent and the implicit 
 tree on its own (:func:`.integrators.step_implicit`), so the result does not depend on the
 grouping: it is the same with any number of threads, up to rounding (NumPy's vectorised kernels
 may sum in another order on arrays of another length).
+
+Adaptive subdivision
+--------------------
+A substep that fails — its Newton iteration stops at the cap with an update still above
+``SolverSettings.subdivision_threshold``, or it produces non-finite values — is redone as two half
+steps, the base motion sampled at the midpoint through the same base source, and so on
+recursively down to ``max_subdivision_depth`` halvings; only a step that still fails there raises
+:class:`.SimulationDivergedError`, naming the strand. Substeps that do not fail are computed
+exactly as without this safeguard. The whole model (or, when stepped in threads, the whole group
+of trees) is redone, not only the trees that failed: trees are independent, so the others merely
+take smaller steps, and a failing step is rare enough that redoing only some trees (a model of
+them, :func:`.model.select_trees`, built on the spot) would not pay for itself.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,7 +36,7 @@ import numpy as np
 from . import dynamics
 from .base_motion import BaseMotion
 from .dynamics import Data
-from .errors import InvalidInputError
+from .errors import InvalidInputError, SimulationDivergedError
 from .integrators import SolverSettings, StepStats, step
 from .model import Model, select_trees
 from .state import Control, State, _checked_vector
@@ -39,6 +52,123 @@ MAX_AUTOMATIC_THREADS = 2
 
 # Per-link fields of a control that a group takes from the whole model's control.
 _PER_LINK_CONTROL = ("wind_velocity", "external_force", *Control.PARAMETERS)
+
+
+class _BaseSampler:
+    """The base motion at a time, from a :class:`BaseMotion` held still or a callable source.
+
+    The source is called one call at a time, from whichever thread steps a group of trees: a
+    callable need not be thread-safe (it must not need one particular thread).
+    """
+
+    def __init__(self, base: BaseSource) -> None:
+        self._base = base
+        self._lock = threading.Lock()
+
+    def __call__(self, time: float) -> BaseMotion:
+        if not callable(self._base):
+            return self._base
+        with self._lock:
+            return self._base(time)
+
+
+def _failed(stats: StepStats, settings: SolverSettings) -> bool:
+    return stats.largest_update > settings.subdivision_threshold
+
+
+def _raise_unconverged(model: Model, data: Data, stats: StepStats, depth: int) -> None:
+    tree = int(np.argmax(model.backend.to_host(data.tree_update)))
+    strand, _ = model.link_strand_and_index(tree)
+    raise SimulationDivergedError(
+        f"the simulation diverged: the Newton iteration of {model.describe_strand(strand)} did not "
+        f"converge (last update {stats.largest_update:.3g} rad/s) even with the step halved "
+        f"{depth} times; use more substeps, more Newton iterations, or check for extreme parameters"
+    )
+
+
+def _advance(
+    model: Model,
+    data: Data,
+    control: Control,
+    states: tuple[State, State],
+    base: _BaseSampler,
+    start: float,
+    h: float,
+    substeps: int,
+    settings: SolverSettings,
+) -> tuple[State, State, StepStats]:
+    """``substeps`` steps of ``h`` from ``states[0]`` (at ``start``), each subdivided on failure.
+
+    ``states`` is the current state and a spare to step into; returns them swapped as many times
+    as steps were taken (current first), with the last step's statistics and the number of
+    subdivisions.
+    """
+    subdivisions = 0
+    for k in range(substeps):
+        # Only the last substep's statistics are kept, so only its residual is evaluated.
+        *states, stats = _subdivided_step(
+            model, data, control, states, base, start + (k + 1) * h, h, settings, k == substeps - 1
+        )
+        subdivisions += stats.subdivisions
+    return (
+        *states,
+        StepStats(stats.iterations, stats.residual_norm, stats.largest_update, subdivisions),
+    )
+
+
+def _subdivided_step(
+    model: Model,
+    data: Data,
+    control: Control,
+    states: tuple[State, State],
+    base: _BaseSampler,
+    end: float,
+    h: float,
+    settings: SolverSettings,
+    report_residual: bool,
+    depth: int = 0,
+) -> tuple[State, State, StepStats]:
+    """One step of ``h`` ending at time ``end`` from ``states[0]`` into ``states[1]``, redone as
+    two half steps if it fails (see the module docstring); returns ``(current, spare, stats)``."""
+    state, spare = states
+    control.set_base_motion(model, base(end))
+    # The step's first guess is the last velocity change; a failed step overwrites it.
+    predictor = data.dw.copy()
+    try:
+        stats = step(model, data, state, control, h, settings, spare, report_residual)
+    except SimulationDivergedError:
+        if depth >= settings.max_subdivision_depth:
+            raise
+    else:
+        if not _failed(stats, settings):
+            return spare, state, stats
+        if depth >= settings.max_subdivision_depth:
+            _raise_unconverged(model, data, stats, depth)
+    # A half step changes the velocity by about half as much.
+    data.dw[...] = 0.5 * predictor
+    half = 0.5 * h
+    state, spare, first = _subdivided_step(
+        model, data, control, (state, spare), base, end - half, half, settings, False, depth + 1
+    )
+    state, spare, second = _subdivided_step(
+        model,
+        data,
+        control,
+        (state, spare),
+        base,
+        end,
+        half,
+        settings,
+        report_residual,
+        depth + 1,
+    )
+    data.dw *= 2.0
+    subdivisions = 1 + first.subdivisions + second.subdivisions
+    return (
+        state,
+        spare,
+        StepStats(second.iterations, second.residual_norm, second.largest_update, subdivisions),
+    )
 
 
 def thread_count(model: Model, settings: SolverSettings) -> int:
@@ -121,22 +251,21 @@ class _Group:
         state.q[:, self.links] = self.state.q
         state.w[:, self.links] = self.state.w
 
-    def advance(self, motions: list, h: float, settings: SolverSettings) -> StepStats:
-        """Take one step of ``h`` per base motion in ``motions``; the last step's statistics."""
-        stats = StepStats(0, 0.0)
-        for k, motion in enumerate(motions):
-            self.control.set_base_motion(self.model, motion)
-            stats = step(
-                self.model,
-                self.data,
-                self.state,
-                self.control,
-                h,
-                settings,
-                self.spare,
-                report_residual=k == len(motions) - 1,
-            )
-            self.state, self.spare = self.spare, self.state
+    def advance(
+        self, base: _BaseSampler, start: float, h: float, substeps: int, settings: SolverSettings
+    ) -> StepStats:
+        """Take ``substeps`` steps of ``h`` from ``start``; the last step's statistics."""
+        self.state, self.spare, stats = _advance(
+            self.model,
+            self.data,
+            self.control,
+            (self.state, self.spare),
+            base,
+            start,
+            h,
+            substeps,
+            settings,
+        )
         return stats
 
 
@@ -254,21 +383,17 @@ class Simulation:
         start = self.state.time
         if self._groups:
             return self._advance_groups(dt, base)
-        for k in range(1, substeps + 1):
-            motion = base(start + k * h) if callable(base) else base
-            self.control.set_base_motion(self.model, motion)
-            # Only the last substep's statistics are kept, so only its residual is evaluated.
-            self.stats = step(
-                self.model,
-                self.data,
-                self.state,
-                self.control,
-                h,
-                self.settings,
-                self._spare,
-                report_residual=k == substeps,
-            )
-            self.state, self._spare = self._spare, self.state
+        self.state, self._spare, self.stats = _advance(
+            self.model,
+            self.data,
+            self.control,
+            (self.state, self._spare),
+            _BaseSampler(base),
+            start,
+            h,
+            substeps,
+            self.settings,
+        )
         # Land exactly on the requested time despite the substeps' rounding.
         self.state.time = start + dt
         return self.stats
@@ -278,24 +403,26 @@ class Simulation:
         substeps = int(self.settings.substeps)
         h = dt / substeps
         start = self.state.time
-        # The base source is asked in this thread only: a callable need not be thread-safe.
-        motions = [base(start + k * h) if callable(base) else base for k in range(1, substeps + 1)]
+        sampler = _BaseSampler(base)
         for group in self._groups:
             group.load(self.state, self.control)
         first, *others = self._groups
+        arguments = (sampler, start, h, substeps, self.settings)
         with ThreadPoolExecutor(len(others)) as pool:
-            pending = [pool.submit(group.advance, motions, h, self.settings) for group in others]
-            results = [first.advance(motions, h, self.settings)]
+            pending = [pool.submit(group.advance, *arguments) for group in others]
+            results = [first.advance(*arguments)]
             results += [future.result() for future in pending]
         for group in self._groups:
             group.store(self.state)
-        self.control.set_base_motion(self.model, motions[-1])
+        self.control.set_base_motion(self.model, sampler(start + dt))
         self.state.base_rotation[...] = self.control.base_rotation
         self.state.base_position[...] = self.control.base_position
         self.state.time = start + dt
         self.stats = StepStats(
             max(result.iterations for result in results),
             max(result.residual_norm for result in results),
+            max(result.largest_update for result in results),
+            sum(result.subdivisions for result in results),
         )
         return self.stats
 
