@@ -499,26 +499,38 @@ def factorize(
     _link_inertia(model, data, control, velocity_step, data.IA)
     if link_block is not None:
         data.IA += link_block
+    # The per-level products of small matrices run as batched matrix products, several times
+    # faster than contractions over leading axes; they need the batch axis first, so the inputs
+    # are transposed once per factorisation and the results once back.
+    IA_links = xp.ascontiguousarray(data.IA.transpose(2, 0, 1))
+    S_links = xp.ascontiguousarray(data.S.transpose(2, 0, 1))
+    St_links = S_links.transpose(0, 2, 1)
+    blocks = joint_block.transpose(2, 0, 1)
+    UDinv_links = xp.empty((model.n_links, 6, 3), dtype=IA_links.dtype)
+    DinvWt_links = xp.empty((model.n_links, 3, 6), dtype=IA_links.dtype)
+    Dinv_links = xp.empty((model.n_links, 3, 3), dtype=IA_links.dtype)
     for depth in range(model.n_levels - 1, -1, -1):
         level = model.level_slices[depth]
-        S = data.S[:, :, level]
-        IA = data.IA[:, :, level]
-        U = xp.einsum("ijn,jkn->ikn", IA, S)
-        Dinv = inverse3(xp, xp.einsum("jin,jkn->ikn", S, U) + joint_block[:, :, level])
+        IA, S, St = IA_links[level], S_links[level], St_links[level]
+        U = IA @ S
+        StIA = St @ IA
+        Dinv = inverse3(xp, (St @ U + blocks[level]).transpose(1, 2, 0)).transpose(2, 0, 1)
+        Dinv_links[level] = Dinv
         # Dinv Wᵀ = Dinv Sᵀ IA, kept instead of W: the solve's forward sweep then needs one
         # product per level fewer.
-        DinvWt = xp.einsum("ijn,jkn->ikn", Dinv, xp.einsum("jin,jkn->ikn", S, IA))
-        data.UDinv[:, :, level] = xp.einsum("ijn,jkn->ikn", U, Dinv)
-        data.Dinv[:, :, level] = Dinv
-        data.DinvWt[:, :, level] = DinvWt
+        xp.matmul(Dinv, StIA, out=DinvWt_links[level])
+        UDinv = xp.matmul(U, Dinv, out=UDinv_links[level])
         if depth:
-            reduced = IA - xp.einsum("ikn,kjn->ijn", U, DinvWt)
+            reduced = IA - UDinv @ StIA
             parents = model.level_parent_slice[depth]
             if parents is not None:
-                data.IA[:, :, parents] += reduced
+                IA_links[parents] += reduced
             else:
                 for children, parents in model.child_rounds[depth]:
-                    data.IA[:, :, parents] += reduced[:, :, children]
+                    IA_links[parents] += reduced[children]
+    data.UDinv[...] = UDinv_links.transpose(1, 2, 0)
+    data.DinvWt[...] = DinvWt_links.transpose(1, 2, 0)
+    data.Dinv[...] = Dinv_links.transpose(1, 2, 0)
 
 
 def solve(model: Model, data: Data, b: Any) -> Any:
