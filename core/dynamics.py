@@ -54,7 +54,8 @@ class Data:
     UDinv : (6, 3, N) ``U Dinv = IA S Dinv`` (``IA`` need not be symmetric)
     DinvWt : (3, 6, N) ``Dinv Wᵀ = Dinv Sᵀ IA``
     Dinv : (3, 3, N) inverse joint-space articulated inertias
-    IA : (6, 6, N) articulated inertias (consumed by :func:`factorize`)
+    IA : (N, 6, 6) articulated inertias, batch first for the factorisation's batched matrix
+        products (consumed by :func:`factorize`)
     pA : (6, N) articulated bias forces of a solve
     u : (3, N) joint-space bias of a solve
     x : (3, N) solution of a solve
@@ -100,8 +101,8 @@ class Data:
             orientation=empty(4), oR=empty(3, 3), op=empty(3), r=empty(3), c=empty(3),
             v=empty(6), a=empty(6), f=empty(6), tau=empty(3), joint_velocity=empty(6),
             S=empty(6, 3), UDinv=empty(6, 3), DinvWt=empty(3, 6), Dinv=empty(3, 3),
-            IA=empty(6, 6), pA=empty(6), u=empty(3), x=empty(3), solve_a=empty(6), dw=empty(3),
-            tree_update=xp.zeros(model.n_trees, dtype=dtype),
+            IA=xp.zeros((n, 6, 6), dtype=dtype), pA=empty(6), u=empty(3), x=empty(3),
+            solve_a=empty(6), dw=empty(3), tree_update=xp.zeros(model.n_trees, dtype=dtype),
         )  # fmt: skip
 
 
@@ -496,30 +497,29 @@ def factorize(
     xp = model.xp
     data.S[:3] = data.oR
     data.S[3:] = cross(xp, data.r[:, None], data.oR)
-    _link_inertia(model, data, control, velocity_step, data.IA)
-    if link_block is not None:
-        data.IA += link_block
     # The per-level products of small matrices run as batched matrix products, several times
-    # faster than contractions over leading axes; they need the batch axis first, so the inputs
-    # are transposed once per factorisation and the results once back.
-    IA_links = xp.ascontiguousarray(data.IA.transpose(2, 0, 1))
+    # faster than contractions over leading axes; they need the batch axis first, hence the
+    # layout of data.IA and a batch-first copy of the subspaces.
+    IA_links = data.IA
+    _link_inertia(model, data, control, velocity_step, IA_links.transpose(1, 2, 0))
+    if link_block is not None:
+        IA_links += link_block.transpose(2, 0, 1)
     S_links = xp.ascontiguousarray(data.S.transpose(2, 0, 1))
     St_links = S_links.transpose(0, 2, 1)
     blocks = joint_block.transpose(2, 0, 1)
-    UDinv_links = xp.empty((model.n_links, 6, 3), dtype=IA_links.dtype)
-    DinvWt_links = xp.empty((model.n_links, 3, 6), dtype=IA_links.dtype)
-    Dinv_links = xp.empty((model.n_links, 3, 3), dtype=IA_links.dtype)
     for depth in range(model.n_levels - 1, -1, -1):
         level = model.level_slices[depth]
         IA, S, St = IA_links[level], S_links[level], St_links[level]
         U = IA @ S
         StIA = St @ IA
         Dinv = inverse3(xp, (St @ U + blocks[level]).transpose(1, 2, 0)).transpose(2, 0, 1)
-        Dinv_links[level] = Dinv
         # Dinv Wᵀ = Dinv Sᵀ IA, kept instead of W: the solve's forward sweep then needs one
         # product per level fewer.
-        xp.matmul(Dinv, StIA, out=DinvWt_links[level])
-        UDinv = xp.matmul(U, Dinv, out=UDinv_links[level])
+        DinvWt = Dinv @ StIA
+        UDinv = U @ Dinv
+        data.Dinv[:, :, level] = Dinv.transpose(1, 2, 0)
+        data.DinvWt[:, :, level] = DinvWt.transpose(1, 2, 0)
+        data.UDinv[:, :, level] = UDinv.transpose(1, 2, 0)
         if depth:
             reduced = IA - UDinv @ StIA
             parents = model.level_parent_slice[depth]
@@ -528,9 +528,6 @@ def factorize(
             else:
                 for children, parents in model.child_rounds[depth]:
                     IA_links[parents] += reduced[children]
-    data.UDinv[...] = UDinv_links.transpose(1, 2, 0)
-    data.DinvWt[...] = DinvWt_links.transpose(1, 2, 0)
-    data.Dinv[...] = Dinv_links.transpose(1, 2, 0)
 
 
 def solve(model: Model, data: Data, b: Any) -> Any:
