@@ -105,6 +105,29 @@ class Data:
             solve_a=empty(6), dw=empty(3), tree_update=xp.zeros(model.n_trees, dtype=dtype),
         )  # fmt: skip
 
+    @classmethod
+    def sharing(cls, model: Model, whole: Data, start: int) -> Data:
+        """A workspace for ``model`` made of links ``start:start + model.n_links`` of another
+        model's workspace ``whole`` (views), except for what outlives a step (``dw`` and
+        ``tree_update``), which is its own.
+
+        Every other field is scratch that a pass fills before reading, so models that never run
+        passes at the same time as ``whole``'s (the groups of trees of a
+        :class:`.Simulation`, which step in disjoint slices) need no memory of their own for it.
+        """
+        links = slice(start, start + model.n_links)
+        xp, dtype, n = model.xp, model.backend.float, model.n_links
+        views = {
+            name: array[links] if name == "IA" else array[..., links]
+            for name, array in vars(whole).items()
+            if name not in ("dw", "tree_update")
+        }
+        return cls(
+            **views,
+            dw=xp.zeros((3, n), dtype=dtype),
+            tree_update=xp.zeros(model.n_trees, dtype=dtype),
+        )
+
 
 # --- addressing parents -------------------------------------------------------------------------
 

@@ -222,12 +222,14 @@ class _Group:
     links: Any
 
     @classmethod
-    def of(cls, model: Model, trees: np.ndarray, gravity: Any) -> _Group:
+    def of(cls, model: Model, trees: np.ndarray, gravity: Any, data: Data, start: int) -> _Group:
+        """The group of ``trees``; its workspace is links ``start:`` of the whole model's
+        workspace ``data`` (see :meth:`.Data.sharing`)."""
         part, links = select_trees(model, trees)
         state = State.at_rest(part)
         return cls(
             part,
-            Data.for_model(part),
+            Data.sharing(part, data, start),
             state,
             state.copy(),
             Control.from_model(part, gravity),
@@ -298,11 +300,13 @@ class Simulation:
         self._spare = self.state.copy()
         self.stats = StepStats(0, 0.0)
         count = thread_count(model, self.settings)
-        self._groups = (
-            [_Group.of(model, trees, gravity) for trees in _tree_groups(model, count)]
-            if count > 1
-            else []
-        )
+        self._groups = []
+        if count > 1:
+            # The groups step while the whole model's workspace lies idle, so they share it.
+            start = 0
+            for trees in _tree_groups(model, count):
+                self._groups.append(_Group.of(model, trees, gravity, self.data, start))
+                start += self._groups[-1].model.n_links
         backend = model.backend
         self._point_link = backend.from_host(model.point_link)
         self._point_is_tip = backend.from_host(model.point_is_tip.astype(np.float64))
