@@ -19,6 +19,9 @@ def _pointer_properties() -> dict:
         "oriented_strands_obstacle": bpy.props.PointerProperty(
             type=properties.StrandObstacleProperties, name="Strand Obstacle"
         ),
+        "oriented_strands_bake": bpy.props.PointerProperty(
+            type=properties.StrandBakeProperties, name="Strand Bake"
+        ),
     }
 
 

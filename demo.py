@@ -3,9 +3,12 @@
 Run with ``make demo`` (or ``python -m oriented_strands.demo --output DIR`` in the Blender venv).
 It builds the scene from code (no binary assets), adds strand systems the way an artist does
 (select curves, Add Strand System), plays the timeline so the live preview simulates every
-frame, and writes:
+frame, bakes both systems to shape keys, bones and hair curves, and writes:
 
-- ``demo.blend``: the scene, with the artist's curves and the simulated preview objects;
+- ``demo.blend``: the scene, with the artist's curves, the simulated preview objects and the
+  baked objects (``<name>_shape_keys``, ``<name>_rig``, ``<name>_baked_hair``);
+- ``strands_cache/<name>.npy``: the hair-curve caches the baked hair objects play;
+- ``hair.abc``, ``shape_keys.abc``: the bakes exported as Alembic, one sample per frame;
 - ``strands.npz``: the simulated points of every frame (``<object>``: frames x points x 3);
 - ``preview_####.png``: a few frames rendered with Cycles on the CPU.
 
@@ -162,8 +165,20 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         blend = output / "demo.blend"
+        # Saved first: hair-curve caches are written next to the .blend file.
         bpy.ops.wm.save_as_mainfile(filepath=str(blend))
+        systems = [ponytail, tree]
+        baked = oriented_strands.scene.bake_systems(
+            scene, bpy.context.view_layer, systems, ["SHAPE_KEYS", "BONES", "HAIR"]
+        )
+        alembic = {target: output / f"{target.lower()}.abc" for target in ("HAIR", "SHAPE_KEYS")}
+        for target, path in alembic.items():
+            oriented_strands.scene.export_alembic(
+                scene, bpy.context.view_layer, systems, target, str(path)
+            )
+        baked_names = [ob.name for ob in baked]
         _stage(bpy, output, arguments.small)
+        bpy.ops.wm.save_mainfile()
         rendered = []
         for frame in (1, frames // 2, frames):
             scene.frame_set(frame)
@@ -178,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, distance in moved.items():
         print(f"demo:   {name}: points moved up to {distance:.3f} m from frame 1")
     print(f"demo: scene          {blend}")
+    print(f"demo: baked objects  {', '.join(baked_names)} (in the scene)")
+    print(f"demo: hair caches    {output / 'strands_cache'}")
+    for path in alembic.values():
+        print(f"demo: alembic        {path}")
     print(f"demo: point caches   {output / 'strands.npz'}")
     for path in rendered:
         print(f"demo: render         {path}")

@@ -14,7 +14,16 @@ from .errors import (
     SimulationDivergedError,
     StrandError,
 )
-from .fields import Falloff, PointField, RootToTip, Turbulence, VortexField, Wind, apply_fields
+from .fields import (
+    Falloff,
+    ForceFields,
+    PointField,
+    RootToTip,
+    Turbulence,
+    VortexField,
+    Wind,
+    apply_fields,
+)
 from .integrators import SolverSettings, StepStats
 from .lcp import solve_lcp
 from .model import Model, StrandParameters, StrandSpec, build_model
@@ -28,6 +37,7 @@ from .obstacles import (
     build_obstacles,
     find_contacts,
 )
+from .pose import Pose, PoseTrajectory, pose_rotations
 from .presets import PRESETS, MaterialPreset
 from .rest_shape import ZeroGravityRestShape, zero_gravity_model
 from .simulation import Simulation
@@ -40,6 +50,7 @@ __all__ = [
     "BaseTrajectory",
     "Capsule",
     "Falloff",
+    "ForceFields",
     "InvalidInputError",
     "InvalidStrandError",
     "Material",
@@ -49,6 +60,8 @@ __all__ = [
     "PRESETS",
     "Plane",
     "PointField",
+    "Pose",
+    "PoseTrajectory",
     "RootToTip",
     "Simulation",
     "SimulationDivergedError",
@@ -70,6 +83,7 @@ __all__ = [
     "build_obstacles",
     "find_contacts",
     "get_backend",
+    "pose_rotations",
     "solve_lcp",
     "zero_gravity_model",
 ]

@@ -17,7 +17,8 @@ Contracts
 - :func:`forward_kinematics` — joint rotations and base poses -> link frames (``oR``, ``op``).
 - :func:`inverse_dynamics` — the residual of the paper's Algorithm 1 (recursive Newton–Euler,
   spherical joints, branches): joint torques ``M(q) wdot + c(q, w) - tau_external``.
-- :func:`joint_torques` — spring (paper eq. 18) and damping torques at the joints.
+- :func:`joint_torques` — spring (paper eq. 18), damping and pose (posable dynamics) torques at
+  the joints.
 - :func:`factorize` / :func:`solve` — articulated-body solution of ``(M(q) + A) x = b`` with
   joint-local 3x3 blocks ``A`` folded into each joint's articulated inertia; linear time.
 - :func:`tree_sum` / :func:`tree_max` — per-tree reductions (the Newton iteration's per-tree
@@ -337,29 +338,52 @@ def inverse_dynamics(model: Model, data: Data, q: Any, w: Any, wdot: Any, contro
 
 
 def joint_damping(model: Model, control: Control) -> Any:
-    """Joint damping coefficients (3, N) about the link-frame axes, N·m·s/rad."""
+    """Joint damping coefficients (3, N) about the link-frame axes, N·m·s/rad: the strand's own,
+    plus the pose damping while a target pose is set."""
     bend = control.bend_damping / model.joint_length
-    return model.xp.stack((bend, control.twist_damping / model.joint_length, bend))
+    twist = control.twist_damping / model.joint_length
+    if control.pose_rotation is not None:
+        pose = control.pose_damping / model.joint_length
+        bend = bend + pose
+        twist = twist + pose
+    return model.xp.stack((bend, twist, bend))
 
 
-def _deviation(model: Model, q: Any) -> Any:
-    """Rotation of each joint away from its rest rotation, ``q_rest⁻¹ ⊗ q`` (4, N)."""
-    xp = model.xp
-    return spatial.quat_multiply(xp, spatial.quat_conjugate(xp, model.rest_rotation), q)
+def _springs(model: Model, control: Control) -> list[tuple[Any, Any, Any, Any]]:
+    """Every spring acting at the joints as ``(reference rotation (4, N), K_x, K_z, K_t)``, the
+    stiffnesses (N,) in N·m/rad: the strand's elasticity towards its rest rotation and, while a
+    target pose is set, the pose spring towards it (the same law, isotropic)."""
+    length = model.joint_length
+    springs = [
+        (
+            model.rest_rotation,
+            control.bend_stiffness[0] / length,
+            control.bend_stiffness[1] / length,
+            control.twist_stiffness / length,
+        )
+    ]
+    if control.pose_rotation is not None:
+        pose = control.pose_strength / length
+        springs.append((control.pose_rotation, pose, pose, pose))
+    return springs
 
 
-def _spring_torque(model: Model, control: Control, deviation: Any) -> Any:
+def _deviation(xp: Any, reference: Any, q: Any) -> Any:
+    """Rotation of each joint away from a reference rotation, ``reference⁻¹ ⊗ q`` (4, N)."""
+    return spatial.quat_multiply(xp, spatial.quat_conjugate(xp, reference), q)
+
+
+def _spring_torque(xp: Any, deviation: Any, k_x: Any, k_z: Any, k_t: Any) -> Any:
     """Spring torques (3, ..., N) of joint deviations (4, ..., N), link frame, N·m (paper eq. 18).
 
     The deviation is split ``twist ⊗ swing`` (twist about y, then swing about an axis ``b`` in
     the cross-section). With ``p = (w, x, y, z)`` the deviation (unit, ``w >= 0``) and
     ``n = |(w, y)|``, the twist is ``(w, 0, y, 0) / n`` and the swing ``(n, (wx - yz)/n, 0,
     (wz + xy)/n)``, so both are written out here instead of being formed as quaternions. Bend
-    ``-2 K_b(b) tan(theta_b/2)``, twist ``-2 K_t tan(theta_t/2)``; the factor 2 makes ``K`` the
-    small-angle stiffness, ``K = rigidity / joint_length``. With isotropic bending the torque is
-    minus the gradient of the energy ``-4 K_b ln cos(theta_b/2) - 4 K_t ln cos(theta_t/2)``.
+    ``-2 (K_x b_x, 0, K_z b_z) tan(theta_b/2)``, twist ``-2 K_t tan(theta_t/2)``; the factor 2
+    makes each ``K`` (N,), N·m/rad, the small-angle stiffness. With isotropic bending the torque
+    is minus the gradient of the energy ``-4 K_b ln cos(theta_b/2) - 4 K_t ln cos(theta_t/2)``.
     """
-    xp = model.xp
     p = spatial.quat_normalize(xp, deviation)
     w, x, y, z = p[0], p[1], p[2], p[3]
     norm = xp.sqrt(w * w + y * y)
@@ -374,8 +398,7 @@ def _spring_torque(model: Model, control: Control, deviation: Any) -> Any:
     # is huge there by design: the model resists folding back on itself).
     tan_twist = xp.where(degenerate, 0.0, y / xp.maximum(w, 1e-6 * safe))
     swing_w = xp.maximum(sw, 1e-6)
-    k_bend = control.bend_stiffness / model.joint_length
-    twist_scale = (-2.0 / model.joint_length) * control.twist_stiffness * tan_twist
+    twist_scale = (-2.0 * k_t) * tan_twist
     # The twist torque is minus the gradient of the twist energy -4 K_t ln cos(theta_t/2) (the
     # integral of eq. 18) with respect to the joint's rotation: theta_t changes by (sz/n, 1,
     # -sx/n) per unit rotation about the child's axes. Applying tan(theta_t/2) about the twist
@@ -384,9 +407,9 @@ def _spring_torque(model: Model, control: Control, deviation: Any) -> Any:
     # twisted strand until it blows up, at any step size.
     return xp.stack(
         (
-            (-2.0 / swing_w) * k_bend[0] * sx + twist_scale * (sz / swing_w),
+            (-2.0 / swing_w) * k_x * sx + twist_scale * (sz / swing_w),
             twist_scale,
-            (-2.0 / swing_w) * k_bend[1] * sz - twist_scale * (sx / swing_w),
+            (-2.0 / swing_w) * k_z * sz - twist_scale * (sx / swing_w),
         )
     )
 
@@ -397,27 +420,39 @@ def joint_torques(model: Model, control: Control, q: Any, w: Any) -> Any:
     Springs follow the paper's eq. 18 on the deviation from the rest rotation, split as
     ``twist ⊗ swing`` (twist about y, then swing about an axis ``b`` in the cross-section): bend
     ``-2 K_b(b) tan(theta_b/2)``, twist ``-2 K_t tan(theta_t/2)``; the factor 2 makes ``K`` the
-    small-angle stiffness, ``K = rigidity / joint_length``.
+    small-angle stiffness, ``K = rigidity / joint_length``. While a target pose is set, posable
+    dynamics adds the same law on the deviation from the target rotation with
+    ``K = pose_strength / joint_length`` about every axis, and the pose damping
+    ``-(pose_damping / joint_length) (w - pose_velocity)``.
     """
-    spring = _spring_torque(model, control, _deviation(model, q))
-    return spring - joint_damping(model, control) * w
+    xp = model.xp
+    torque = -joint_damping(model, control) * w
+    for reference, k_x, k_z, k_t in _springs(model, control):
+        torque += _spring_torque(xp, _deviation(xp, reference, q), k_x, k_z, k_t)
+    if control.pose_rotation is not None:
+        torque += (control.pose_damping / model.joint_length) * control.pose_velocity
+    return torque
 
 
 def spring_tangent_stiffness(model: Model, control: Control, q: Any, step: float) -> Any:
     """``-dQ_spring/dtheta`` (3, 3, N) for rotations ``q ⊗ exp(theta)``, by local differences.
 
-    Each joint's spring depends on its own rotation only, so one vectorised evaluation of the
+    Each joint's springs depend on its own rotation only, so one vectorised evaluation of each
     spring at the rotation and at its three perturbations gives the joint-local tangent of any
     spring model.
     """
     xp = model.xp
-    deviation = _deviation(model, q)
-    # q ⊗ exp(theta) deviates from the rest rotation by deviation ⊗ exp(theta).
     turns = spatial.quat_exp(xp, step * xp.eye(3, dtype=model.backend.float))
-    perturbed = spatial.quat_multiply(xp, deviation[:, None], turns[:, :, None])
-    rotations = xp.concatenate((deviation[:, None], perturbed), axis=1)
-    torque = _spring_torque(model, control, rotations)
-    return (torque[:, :1] - torque[:, 1:]) * (1.0 / step)
+    stiffness = None
+    for reference, k_x, k_z, k_t in _springs(model, control):
+        deviation = _deviation(xp, reference, q)
+        # q ⊗ exp(theta) deviates from the reference by deviation ⊗ exp(theta).
+        perturbed = spatial.quat_multiply(xp, deviation[:, None], turns[:, :, None])
+        rotations = xp.concatenate((deviation[:, None], perturbed), axis=1)
+        torque = _spring_torque(xp, rotations, k_x, k_z, k_t)
+        tangent = (torque[:, :1] - torque[:, 1:]) * (1.0 / step)
+        stiffness = tangent if stiffness is None else stiffness + tangent
+    return stiffness
 
 
 # --- the articulated-body factorisation and solve -----------------------------------------------

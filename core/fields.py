@@ -5,13 +5,18 @@ positions on any backend: ``field.evaluate(xp, positions, time)`` takes componen
 positions ``(3, N)`` (m) in the array namespace ``xp`` and returns ``(3, N)`` in the same
 namespace and dtype, without host transfers other than the few numbers of a turbulence
 (explicit ``xp.asarray``). A field's output is used in one of two ways
-(:func:`apply_fields`):
+(:class:`ForceFields`):
 
 - as **air velocity** (m/s): the engine's drag ``c ℓ (v_air − v_link)`` acts relative to it
   (``Control.wind_velocity``), so strands are blown and then settle at the air's speed;
 - as **force** (``strength`` in N per metre of strand): multiplied by each link's length and
   applied at its centre of mass (``Control.external_force``), so a resampled strand feels the
   same total force.
+
+:func:`apply_fields` evaluates fields once, at the current positions, and the values hold until
+the next call; ``Simulation.advance(dt, base, fields=ForceFields(...))`` evaluates them at the
+start of every substep, so a field that changes within a frame is followed to first order in
+the substep, as the rest of the step is.
 
 Strength falloff (:class:`Falloff`), as Blender's force fields: full strength within
 ``radius`` of the field's origin, ``(radius / d)^power`` beyond (power 0: none, 1: Blender's
@@ -38,6 +43,7 @@ from . import dynamics
 from .errors import InvalidInputError
 from .model import Model
 from .simulation import Simulation
+from .state import Control, State
 
 
 def _finite(name: str, value: Any) -> float:
@@ -408,6 +414,46 @@ def evaluate_fields(model: Model, fields: Sequence[FieldLike], positions: Any, t
     return total
 
 
+@dataclass(frozen=True)
+class ForceFields:
+    """Fields acting on the strands: air velocity (``wind``) and force (``force``).
+
+    Attributes
+    ----------
+    wind : sequence of Wind, PointField or VortexField
+        Summed into the air velocity (m/s) that drag acts relative to.
+    force : sequence of Wind, PointField or VortexField
+        Summed into a force per length (strength in N/m), applied as ``field × link length`` at
+        each link's centre of mass.
+
+    ``Simulation.advance(dt, base, fields=ForceFields(...))`` evaluates them at every substep;
+    :func:`apply_fields` once.
+    """
+
+    wind: Sequence[FieldLike] = ()
+    force: Sequence[FieldLike] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("wind", "force"):
+            items = tuple(getattr(self, name))
+            for item in items:
+                if not isinstance(item, Wind | PointField | VortexField):
+                    raise InvalidInputError(
+                        f"ForceFields.{name} must hold Wind, PointField or VortexField, got "
+                        f"{type(item).__name__}"
+                    )
+            object.__setattr__(self, name, items)
+
+    def apply(
+        self, model: Model, data: dynamics.Data, state: State, control: Control, time: float
+    ) -> None:
+        """Set ``control.wind_velocity`` and ``control.external_force`` from the fields at the
+        links' centres of mass in ``state`` and at ``time`` (s); uses ``data`` as workspace."""
+        centres = link_centres(model, data, state.q, state.base_rotation, state.base_position)
+        control.wind_velocity = evaluate_fields(model, self.wind, centres, time)
+        control.external_force = evaluate_fields(model, self.force, centres, time) * model.length
+
+
 def apply_fields(
     simulation: Simulation,
     wind: Sequence[FieldLike] = (),
@@ -419,8 +465,9 @@ def apply_fields(
     ``wind`` fields are summed into ``simulation.control.wind_velocity`` (m/s; drag acts
     relative to it), ``force`` fields (strength in N/m) into ``control.external_force`` as
     ``field x link length`` at each link's centre of mass. Both replace what was set before
-    and hold until the next call: call it once per frame (or per substep, with
-    ``SolverSettings(substeps=1)``, for fields that change faster than a frame).
+    and hold until the next call. Fields that change within a frame (turbulence, moving or
+    animated fields) are better evaluated at every substep: pass them to
+    ``simulation.advance(dt, base, fields=ForceFields(wind, force))`` instead.
 
     Parameters
     ----------
@@ -429,11 +476,7 @@ def apply_fields(
     time : float, s
         Time at which time-varying fields are evaluated; default ``simulation.time``.
     """
-    model, state = simulation.model, simulation.state
     time = simulation.time if time is None else _finite("time", time)
-    centres = link_centres(
-        model, simulation.data, state.q, state.base_rotation, state.base_position
+    ForceFields(wind, force).apply(
+        simulation.model, simulation.data, simulation.state, simulation.control, time
     )
-    control = simulation.control
-    control.wind_velocity = evaluate_fields(model, wind, centres, time)
-    control.external_force = evaluate_fields(model, force, centres, time) * model.length

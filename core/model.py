@@ -80,6 +80,9 @@ class StrandParameters:
     twist_stiffness : N·m², torsional rigidity GJ.
     bend_damping, twist_damping : N·m²·s, internal damping per unit length.
     drag : N·s/m², air drag force per unit length per unit speed relative to the air.
+    pose_strength : N·m², rigidity of the pull towards the target pose (posable dynamics, see
+        ``docs/art-direction.md``); acts only once a pose is given.
+    pose_damping : N·m²·s, damping of the joints' motion relative to the target pose's.
     """
 
     mass_per_length: Any = 0.01
@@ -89,6 +92,8 @@ class StrandParameters:
     bend_damping: Any = 1e-6
     twist_damping: Any = 1e-6
     drag: Any = 0.0
+    pose_strength: Any = 0.0
+    pose_damping: Any = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,7 +150,8 @@ class Model:
         Length of rod each joint stands for (Voronoi length; half a segment at a root).
     parameters : dict of device arrays
         Defaults of the animatable parameters, level-major: ``bend_stiffness`` (2, N),
-        ``twist_stiffness``, ``bend_damping``, ``twist_damping``, ``drag`` (N,).
+        ``twist_stiffness``, ``bend_damping``, ``twist_damping``, ``drag``, ``pose_strength``,
+        ``pose_damping`` (N,).
     link_order : host int (N,)
         Level-major index of each link in strand order.
     link_offsets, point_offsets : host int (n_strands + 1,)
@@ -600,6 +606,8 @@ def build_model(
         "bend_damping": _per_link("bend_damping", parameters.bend_damping, n_links),
         "twist_damping": _per_link("twist_damping", parameters.twist_damping, n_links),
         "drag": _per_link("drag", parameters.drag, n_links),
+        "pose_strength": _per_link("pose_strength", parameters.pose_strength, n_links),
+        "pose_damping": _per_link("pose_damping", parameters.pose_damping, n_links),
     }
     for name, values in strand_parameters.items():
         if (values < 0).any():

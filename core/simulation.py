@@ -13,7 +13,8 @@ Adaptive subdivision
 --------------------
 A substep that fails — its Newton iteration stops at the cap with an update still above
 ``SolverSettings.subdivision_threshold``, or it produces non-finite values — is redone as two half
-steps, the base motion sampled at the midpoint through the same base source, and so on
+steps, the base motion and everything animated sampled at the midpoint through the same
+sources, and so on
 recursively down to ``max_subdivision_depth`` halvings; only a step that still fails there raises
 :class:`.SimulationDivergedError`, naming the strand. Substeps that do not fail are computed
 exactly as without this safeguard. The whole model (or, when stepped in threads, the whole group
@@ -24,12 +25,13 @@ them, :func:`.model.select_trees`, built on the spot) would not pay for itself.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,9 +41,14 @@ from .dynamics import Data
 from .errors import InvalidInputError, SimulationDivergedError
 from .integrators import SolverSettings, StepStats, step
 from .model import Model, select_trees
+from .pose import Pose
 from .state import Control, State, _checked_vector
 
+if TYPE_CHECKING:
+    from .fields import ForceFields
+
 BaseSource = BaseMotion | Callable[[float], BaseMotion]
+PoseSource = Pose | Callable[[float], Pose]
 
 # Below this many links per thread a group's per-level operations cost more in call overhead
 # than the threads save, so automatic threading keeps smaller models in one piece.
@@ -50,26 +57,65 @@ MIN_LINKS_PER_THREAD = 2048
 # on the interpreter lock and on memory bandwidth (see docs/performance.md).
 MAX_AUTOMATIC_THREADS = 2
 
-# Per-link fields of a control that a group takes from the whole model's control.
-_PER_LINK_CONTROL = ("wind_velocity", "external_force", *Control.PARAMETERS)
+# Per-link fields of a control that a group takes from the whole model's control (the target
+# pose may be None).
+_PER_LINK_CONTROL = (
+    "wind_velocity",
+    "external_force",
+    *Control.PARAMETERS,
+    "pose_rotation",
+    "pose_velocity",
+)
+# Per-link fields that force fields evaluated in a group write, and the group stores back.
+_FIELD_CONTROL = ("wind_velocity", "external_force")
 
 
-class _BaseSampler:
-    """The base motion at a time, from a :class:`BaseMotion` held still or a callable source.
+class _Inputs:
+    """What drives the steps at a time: the base motion and the control fields animated by
+    callables (parameters, the target pose), each time sampled once.
 
-    The source is called one call at a time, from whichever thread steps a group of trees: a
-    callable need not be thread-safe (it must not need one particular thread).
+    Samples are taken one at a time, from whichever thread steps a group of trees (the halves of
+    a subdivided step need times that were not sampled in advance): the sources need not be
+    thread-safe, but must not need one particular thread.
     """
 
-    def __init__(self, base: BaseSource) -> None:
-        self._base = base
+    def __init__(
+        self, base: BaseSource, animate: Callable[[float], list[str]], control: Control
+    ) -> None:
+        self._base, self._animate, self._control = base, animate, control
         self._lock = threading.Lock()
+        self._samples: dict[float, tuple[BaseMotion, dict[str, Any]]] = {}
 
-    def __call__(self, time: float) -> BaseMotion:
-        if not callable(self._base):
-            return self._base
+    def __call__(self, time: float) -> tuple[BaseMotion, dict[str, Any]]:
+        """The base motion and the animated control fields (the whole model's) at ``time``."""
         with self._lock:
-            return self._base(time)
+            if time not in self._samples:
+                motion = self._base(time) if callable(self._base) else self._base
+                names = self._animate(time)
+                fields = {name: getattr(self._control, name) for name in names}
+                self._samples[time] = (motion, fields)
+            return self._samples[time]
+
+
+def _drive(
+    model: Model,
+    data: Data,
+    control: Control,
+    links: Any,
+    inputs: _Inputs,
+    fields: ForceFields | None,
+    state: State,
+    time: float,
+) -> None:
+    """Set ``control`` for a step from ``state`` to ``time``: the base motion and animated fields
+    at ``time`` (the whole model's per-link fields taken at ``links``, all of them for None), then
+    the force ``fields`` at the links' current positions."""
+    motion, updates = inputs(time)
+    control.set_base_motion(model, motion)
+    for name, value in updates.items():
+        setattr(control, name, value if name == "gravity" or links is None else value[..., links])
+    if fields is not None:
+        fields.apply(model, data, state, control, time)
 
 
 def _failed(stats: StepStats, settings: SolverSettings) -> bool:
@@ -90,14 +136,15 @@ def _advance(
     model: Model,
     data: Data,
     control: Control,
+    drive: Callable[[State, float], None],
     states: tuple[State, State],
-    base: _BaseSampler,
     start: float,
     h: float,
     substeps: int,
     settings: SolverSettings,
 ) -> tuple[State, State, StepStats]:
-    """``substeps`` steps of ``h`` from ``states[0]`` (at ``start``), each subdivided on failure.
+    """``substeps`` steps of ``h`` from ``states[0]`` (at ``start``), each subdivided on failure;
+    ``drive(state, t)`` sets ``control`` for a step from ``state`` to time ``t``.
 
     ``states`` is the current state and a spare to step into; returns them swapped as many times
     as steps were taken (current first), with the last step's statistics and the number of
@@ -107,7 +154,7 @@ def _advance(
     for k in range(substeps):
         # Only the last substep's statistics are kept, so only its residual is evaluated.
         *states, stats = _subdivided_step(
-            model, data, control, states, base, start + (k + 1) * h, h, settings, k == substeps - 1
+            model, data, control, drive, states, start + (k + 1) * h, h, settings, k == substeps - 1
         )
         subdivisions += stats.subdivisions
     return (
@@ -120,8 +167,8 @@ def _subdivided_step(
     model: Model,
     data: Data,
     control: Control,
+    drive: Callable[[State, float], None],
     states: tuple[State, State],
-    base: _BaseSampler,
     end: float,
     h: float,
     settings: SolverSettings,
@@ -131,7 +178,7 @@ def _subdivided_step(
     """One step of ``h`` ending at time ``end`` from ``states[0]`` into ``states[1]``, redone as
     two half steps if it fails (see the module docstring); returns ``(current, spare, stats)``."""
     state, spare = states
-    control.set_base_motion(model, base(end))
+    drive(state, end)
     # The step's first guess is the last velocity change; a failed step overwrites it.
     predictor = data.dw.copy()
     try:
@@ -148,14 +195,14 @@ def _subdivided_step(
     data.dw[...] = 0.5 * predictor
     half = 0.5 * h
     state, spare, first = _subdivided_step(
-        model, data, control, (state, spare), base, end - half, half, settings, False, depth + 1
+        model, data, control, drive, (state, spare), end - half, half, settings, False, depth + 1
     )
     state, spare, second = _subdivided_step(
         model,
         data,
         control,
+        drive,
         (state, spare),
-        base,
         end,
         half,
         settings,
@@ -246,23 +293,38 @@ class _Group:
         self.state.time = state.time
         self.control.gravity = control.gravity
         for name in _PER_LINK_CONTROL:
-            setattr(self.control, name, getattr(control, name)[..., links])
+            value = getattr(control, name)
+            setattr(self.control, name, None if value is None else value[..., links])
 
-    def store(self, state: State) -> None:
-        """Write this group's joint state back into the whole model's."""
+    def store(self, state: State, control: Control, fields: ForceFields | None) -> None:
+        """Write this group's joint state back into the whole model's, and with ``fields`` the
+        air velocity and forces they gave at the last substep."""
         state.q[:, self.links] = self.state.q
         state.w[:, self.links] = self.state.w
+        if fields is not None:
+            for name in _FIELD_CONTROL:
+                getattr(control, name)[..., self.links] = getattr(self.control, name)
 
     def advance(
-        self, base: _BaseSampler, start: float, h: float, substeps: int, settings: SolverSettings
+        self,
+        inputs: _Inputs,
+        fields: ForceFields | None,
+        start: float,
+        h: float,
+        substeps: int,
+        settings: SolverSettings,
     ) -> StepStats:
-        """Take ``substeps`` steps of ``h`` from ``start``; the last step's statistics."""
+        """Take ``substeps`` steps of ``h`` from ``start``, driven by ``inputs`` and force
+        ``fields`` (evaluated on this group's trees); the last step's statistics."""
+        drive = functools.partial(
+            _drive, self.model, self.data, self.control, self.links, inputs, fields
+        )
         self.state, self.spare, stats = _advance(
             self.model,
             self.data,
             self.control,
+            drive,
             (self.state, self.spare),
-            base,
             start,
             h,
             substeps,
@@ -299,6 +361,8 @@ class Simulation:
         self.state = State.at_rest(model)
         self._spare = self.state.copy()
         self.stats = StepStats(0, 0.0)
+        # Parameters animated by callables of time (set_parameter), sampled at every substep.
+        self._animated: dict[str, Callable[[float], Any]] = {}
         count = thread_count(model, self.settings)
         self._groups = []
         if count > 1:
@@ -325,15 +389,31 @@ class Simulation:
             data.dw[...] = 0.0
         poses = self.model.base_rest_poses if base_poses is None else base_poses
         self.control.set_base_motion(self.model, BaseMotion.still(poses))
+        self.control.set_pose(self.model, None)
         self.stats = StepStats(0, 0.0)
 
     def set_parameter(self, name: str, value: Any) -> None:
         """Animate a parameter from the next substep on.
 
         ``name`` is a field of :class:`~.model.StrandParameters` other than mass and radius
-        (scalar or per-link values in strand order), ``gravity`` (3,), or ``wind_velocity`` /
-        ``external_force`` ((3,) for all links or (n_links, 3) in strand order).
+        (scalar or per-link values in strand order; ``pose_strength`` and ``pose_damping`` act
+        while a target pose is given, see :meth:`advance`), ``gravity`` (3,), or
+        ``wind_velocity`` / ``external_force`` ((3,) for all links or (n_links, 3) in strand
+        order; force fields given to :meth:`advance` replace them).
+
+        ``value`` may also be a callable ``value(t)`` of the time (s) returning such a value: it
+        is then sampled at each substep's end, like the base, until the parameter is set again.
+        It is checked at once, at the current time.
         """
+        if callable(value):
+            self._set_parameter(name, value(self.time))
+            self._animated[name] = value
+            return
+        self._set_parameter(name, value)
+        self._animated.pop(name, None)
+
+    def _set_parameter(self, name: str, value: Any) -> None:
+        """Check one value of a parameter and copy it into the control."""
         model = self.model
         if name == "gravity":
             self.control.gravity = model.backend.from_host(
@@ -373,11 +453,28 @@ class Simulation:
             )
         setattr(self.control, name, model.from_strand_order(host, name))
 
-    def advance(self, dt: float, base: BaseSource) -> StepStats:
+    def advance(
+        self,
+        dt: float,
+        base: BaseSource,
+        pose: PoseSource | None = None,
+        fields: ForceFields | None = None,
+    ) -> StepStats:
         """Advance by ``dt`` seconds in ``settings.substeps`` substeps, bases moving as ``base``.
 
         ``base`` is a :class:`BaseMotion` held for the interval, or a callable ``base(t)`` giving
-        the motion at time ``t`` (e.g. a :class:`BaseTrajectory`), sampled at each substep's end.
+        the motion at time ``t`` (e.g. a :class:`BaseTrajectory`), sampled at each substep's end,
+        as are parameters animated by callables (:meth:`set_parameter`).
+
+        ``pose`` is the target pose of posable dynamics: a :class:`.pose.Pose`, or a callable
+        ``pose(t)`` (e.g. a :class:`.pose.PoseTrajectory`) sampled at each substep's end. It
+        holds after the call until another is given; None keeps the current one (none after
+        construction and :meth:`reset`).
+
+        ``fields`` (:class:`.fields.ForceFields`) are evaluated at the start of every substep, at
+        the links' current positions and the substep's end time, and set the air velocity and
+        external forces for that substep (what :func:`.fields.apply_fields` does once); the
+        values of the last substep hold after the call.
         """
         dt = float(dt)
         if not (np.isfinite(dt) and dt > 0):
@@ -385,14 +482,19 @@ class Simulation:
         substeps = int(self.settings.substeps)
         h = dt / substeps
         start = self.state.time
+        if pose is not None and not callable(pose):
+            self.control.set_pose(self.model, pose)
+        animated_pose = pose if callable(pose) else None
+        inputs = _Inputs(base, lambda t: self._sample_animation(t, animated_pose), self.control)
         if self._groups:
-            return self._advance_groups(dt, base)
+            return self._advance_groups(dt, inputs, fields)
+        drive = functools.partial(_drive, self.model, self.data, self.control, None, inputs, fields)
         self.state, self._spare, self.stats = _advance(
             self.model,
             self.data,
             self.control,
+            drive,
             (self.state, self._spare),
-            _BaseSampler(base),
             start,
             h,
             substeps,
@@ -402,23 +504,34 @@ class Simulation:
         self.state.time = start + dt
         return self.stats
 
-    def _advance_groups(self, dt: float, base: BaseSource) -> StepStats:
-        """:meth:`advance` with the groups of trees stepped concurrently, one thread each."""
+    def _advance_groups(self, dt: float, inputs: _Inputs, fields: ForceFields | None) -> StepStats:
+        """:meth:`advance` with the groups of trees stepped concurrently, one thread each.
+
+        The bases, the animated parameters and the animated pose are sampled here for every
+        substep (a subdivided step's halves are sampled from the group's thread); force fields
+        depend on the links' positions, so each group evaluates them on its own trees.
+        """
         substeps = int(self.settings.substeps)
         h = dt / substeps
         start = self.state.time
-        sampler = _BaseSampler(base)
+        times = [start + k * h for k in range(1, substeps + 1)]
+        for t in times:
+            inputs(t)
         for group in self._groups:
             group.load(self.state, self.control)
         first, *others = self._groups
-        arguments = (sampler, start, h, substeps, self.settings)
+        arguments = (inputs, fields, start, h, substeps, self.settings)
         with ThreadPoolExecutor(len(others)) as pool:
             pending = [pool.submit(group.advance, *arguments) for group in others]
             results = [first.advance(*arguments)]
             results += [future.result() for future in pending]
         for group in self._groups:
-            group.store(self.state)
-        self.control.set_base_motion(self.model, sampler(start + dt))
+            group.store(self.state, self.control, fields)
+        # The control is left as the last substep saw it, whatever was sampled in between.
+        motion, updates = inputs(times[-1])
+        self.control.set_base_motion(self.model, motion)
+        for name, value in updates.items():
+            setattr(self.control, name, value)
         self.state.base_rotation[...] = self.control.base_rotation
         self.state.base_position[...] = self.control.base_position
         self.state.time = start + dt
@@ -429,6 +542,17 @@ class Simulation:
             sum(result.subdivisions for result in results),
         )
         return self.stats
+
+    def _sample_animation(self, t: float, pose: Callable[[float], Pose] | None) -> list[str]:
+        """Set the animated parameters and, if given, the animated ``pose`` at time ``t`` (s) in
+        the control; returns the names of the control fields set."""
+        for name, source in self._animated.items():
+            self._set_parameter(name, source(t))
+        names = list(self._animated)
+        if pose is not None:
+            self.control.set_pose(self.model, pose(t))
+            names += ["pose_rotation", "pose_velocity"]
+        return names
 
     def _kinematics(self) -> None:
         dynamics.forward_kinematics(

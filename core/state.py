@@ -14,6 +14,7 @@ import numpy as np
 from .base_motion import BaseMotion
 from .errors import InvalidInputError
 from .model import Model
+from .pose import Pose
 
 
 @dataclass
@@ -83,7 +84,15 @@ class Control:
     external_force : (3, N) float, N, world: extra force on each link's centre of mass
         (force fields)
     bend_stiffness : (2, N) float, N·m², bending rigidity about the link's x and z axes
-    twist_stiffness, bend_damping, twist_damping, drag : (N,) float (see ``StrandParameters``)
+    twist_stiffness, bend_damping, twist_damping, drag, pose_strength, pose_damping : (N,) float
+        (see ``StrandParameters``)
+    pose_rotation : (4, N) float or None
+        Target joint rotation of each link relative to its parent's frame, unit quaternion
+        ``(w, x, y, z)`` (as ``State.q``), for posable dynamics; None: no target pose, and the
+        pose strength and damping have no effect.
+    pose_velocity : (3, N) float or None, rad/s
+        Target joint angular velocity in the link's own frame (as ``State.w``): pose damping
+        acts on ``w - pose_velocity``. Set together with ``pose_rotation``.
     """
 
     base_rotation: Any
@@ -100,8 +109,20 @@ class Control:
     bend_damping: Any
     twist_damping: Any
     drag: Any
+    pose_strength: Any
+    pose_damping: Any
+    pose_rotation: Any = None
+    pose_velocity: Any = None
 
-    PARAMETERS = ("bend_stiffness", "twist_stiffness", "bend_damping", "twist_damping", "drag")
+    PARAMETERS = (
+        "bend_stiffness",
+        "twist_stiffness",
+        "bend_damping",
+        "twist_damping",
+        "drag",
+        "pose_strength",
+        "pose_damping",
+    )
 
     @classmethod
     def from_model(cls, model: Model, gravity: Any = (0.0, 0.0, -9.81)) -> Control:
@@ -127,6 +148,20 @@ class Control:
             )
         for name, source in zip(_BASE_FIELDS, _motion_fields(motion), strict=False):
             setattr(self, name, model.backend.from_host(np.moveaxis(source, 0, -1)))
+
+    def set_pose(self, model: Model, pose: Pose | None) -> None:
+        """Copy a host target pose in (two explicit host-to-device transfers); None removes it."""
+        if pose is None:
+            self.pose_rotation = self.pose_velocity = None
+            return
+        if not isinstance(pose, Pose):
+            raise InvalidInputError(f"pose must be a Pose (or None), got {type(pose).__name__}")
+        if pose.n_links != model.n_links:
+            raise InvalidInputError(
+                f"pose has {pose.n_links} link(s), the model has {model.n_links}"
+            )
+        self.pose_rotation = model.from_strand_order(pose.rotation, "pose rotation")
+        self.pose_velocity = model.from_strand_order(pose.angular_velocity, "pose velocity")
 
 
 _BASE_FIELDS = (

@@ -13,7 +13,7 @@ from .. import scene
 from ..core import StrandError
 
 
-def _report_error(operator: bpy.types.Operator, error: StrandError) -> set[str]:
+def report_error(operator: bpy.types.Operator, error: Exception) -> set[str]:
     for line in str(error).splitlines():
         operator.report({"ERROR"}, line)
     return {"CANCELLED"}
@@ -44,7 +44,7 @@ class ORIENTED_STRANDS_OT_add_strand_system(bpy.types.Operator):
         try:
             added = scene.add_strand_systems(context.scene, context.view_layer, objects)
         except StrandError as error:
-            return _report_error(self, error)
+            return report_error(self, error)
         for ob in candidates:
             if ob.type not in scene.STRAND_OBJECT_TYPES:
                 self.report({"WARNING"}, f"Skipped {ob.name!r}: a {ob.type.title()} object")
@@ -94,7 +94,7 @@ class ORIENTED_STRANDS_OT_free_cache(bpy.types.Operator):
         try:
             scene.free_cache(context.scene, context.view_layer, context.object)
         except StrandError as error:
-            return _report_error(self, error)
+            return report_error(self, error)
         return {"FINISHED"}
 
 
@@ -113,7 +113,7 @@ class ORIENTED_STRANDS_OT_reset_to_rest(bpy.types.Operator):
         try:
             scene.reset_to_rest(context.object)
         except StrandError as error:
-            return _report_error(self, error)
+            return report_error(self, error)
         return {"FINISHED"}
 
 
@@ -144,7 +144,7 @@ class ORIENTED_STRANDS_OT_apply_material_preset(bpy.types.Operator):
         try:
             values = scene.preset_property_values(_PRESET_NAMES.get(self.preset, self.preset))
         except StrandError as error:
-            return _report_error(self, error)
+            return report_error(self, error)
         props = context.object.oriented_strands
         for name, value in values.items():
             setattr(props, name, value)

@@ -1,8 +1,4 @@
-"""Panels in Properties > Physics, laid out like Blender's own physics panels. Draw code only.
-
-Art direction (time scale, local dynamics, posable dynamics) is not shown yet: its panel appears
-with the feature, so no control here does nothing.
-"""
+"""Panels in Properties > Physics, laid out like Blender's own physics panels. Draw code only."""
 
 from __future__ import annotations
 
@@ -121,6 +117,35 @@ class OBJECT_PT_oriented_strands_forces(_StrandSubPanel, bpy.types.Panel):
         layout.prop(props, "gravity_factor")
         layout.prop(props, "air_drag", text="Air Drag (mN·s/m²)")
         layout.prop(props, "wind_velocity")
+        layout.separator()
+        layout.prop(props, "field_collection")
+        layout.prop(props, "field_weight")
+        _profile(layout, props, "field_weight_tip", "field_weight_shape")
+        for name in scene.ignored_fields(context.object):
+            layout.label(text=f"Not read: {name}", icon="INFO")
+
+
+class OBJECT_PT_oriented_strands_art_direction(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Art Direction"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._layout(context)
+        layout.prop(props, "rest_shape")
+        layout.separator()
+        layout.prop(props, "time_scale")
+        layout.prop(props, "local_dynamics")
+        column = layout.column()
+        column.prop(props, "reference_object")
+        reference = props.reference_object
+        if reference is not None and reference.type == "ARMATURE":
+            column.prop_search(props, "reference_bone", reference.data, "bones")
+        layout.separator()
+        layout.prop(props, "pose_object")
+        column = layout.column()
+        column.active = props.pose_object is not None
+        column.prop(props, "pose_strength")
+        _profile(column, props, "pose_tip", "pose_shape")
+        column.prop(props, "pose_damping_time")
 
 
 class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):
@@ -156,6 +181,29 @@ class OBJECT_PT_oriented_strands_cache(_StrandSubPanel, bpy.types.Panel):
         row.operator("oriented_strands.reset_to_rest")
 
 
+class OBJECT_PT_oriented_strands_bake(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Bake"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, _props = self._layout(context)
+        layout.use_property_split = False
+        for target, label, _description in scene.BAKE_TARGET_ITEMS:
+            suffix = target.lower()
+            baked = scene.baked_objects(context.object, target)
+            column = layout.column(align=True)
+            row = column.row(align=True)
+            row.operator(f"oriented_strands.bake_{suffix}", text=f"Bake {label}")
+            row.operator(f"oriented_strands.free_bake_{suffix}", text="", icon="TRASH")
+            row.operator(f"oriented_strands.export_alembic_{suffix}", text="", icon="EXPORT")
+            for ob in baked:
+                bake = ob.oriented_strands_bake
+                column.label(
+                    text=f"{ob.name}: frames {bake.frame_start}–{bake.frame_end}", icon="CHECKMARK"
+                )
+        if not bpy.data.filepath:
+            layout.label(text="Save the file to bake hair curves (cached next to it)", icon="INFO")
+
+
 class OBJECT_PT_oriented_strands_obstacle(_PhysicsPanel, bpy.types.Panel):
     bl_label = "Strand Obstacle"
     bl_options = {"DEFAULT_CLOSED"}
@@ -186,7 +234,9 @@ classes = (
     OBJECT_PT_oriented_strands_stiffness,
     OBJECT_PT_oriented_strands_damping,
     OBJECT_PT_oriented_strands_forces,
+    OBJECT_PT_oriented_strands_art_direction,
     OBJECT_PT_oriented_strands_solver,
     OBJECT_PT_oriented_strands_cache,
+    OBJECT_PT_oriented_strands_bake,
     OBJECT_PT_oriented_strands_obstacle,
 )

@@ -11,6 +11,8 @@ Update callbacks only tell ``scene`` that something changed; they never simulate
 
 from __future__ import annotations
 
+import math
+
 import bpy
 from bpy.props import (
     BoolProperty,
@@ -19,6 +21,7 @@ from bpy.props import (
     FloatVectorProperty,
     IntProperty,
     PointerProperty,
+    StringProperty,
 )
 
 from .. import scene
@@ -33,7 +36,27 @@ def _parameters_changed(props: StrandSystemProperties, _context: bpy.types.Conte
 
 
 def _input_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
-    scene.input_changed(props.id_data)
+    scene.input_changed(props.id_data, "the frame range changed")
+
+
+def _reference_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.input_changed(props.id_data, "the local-dynamics reference changed")
+
+
+def _field_collection_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.input_changed(props.id_data, "the force-field collection changed")
+
+
+def _input_changed_obstacles(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.input_changed(props.id_data, "the obstacles changed")
+
+
+def _pose_object_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.input_changed(props.id_data, "the pose object changed")
+
+
+def _is_pose_candidate(props: StrandSystemProperties, ob: bpy.types.Object) -> bool:
+    return ob.type in scene.STRAND_OBJECT_TYPES and ob != props.id_data
 
 
 def _enabled_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
@@ -309,6 +332,237 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         update=_parameters_changed,
     )
 
+    field_collection: PointerProperty(
+        name="Force Fields",
+        description=(
+            "Only the force fields in this collection act on the strands (all of the scene's "
+            "Wind, Turbulence, Vortex and Force fields when empty)"
+        ),
+        type=bpy.types.Collection,
+        options=STATIC,
+        update=_field_collection_changed,
+    )
+    field_weight: FloatProperty(
+        name="Field Weight",
+        description="How strongly the scene's force fields act on the strands at the root",
+        default=1.0,
+        min=0.0,
+        soft_max=2.0,
+        update=_parameters_changed,
+    )
+    field_weight_tip: FloatProperty(
+        name="Tip",
+        description="Force-field weight at the tip relative to the root",
+        default=1.0,
+        min=0.0,
+        soft_max=4.0,
+        update=_parameters_changed,
+    )
+    field_weight_shape: FloatProperty(
+        name="Shape",
+        description="How the field weight goes from root to tip: 1 linear, larger changes later",
+        default=1.0,
+        min=0.05,
+        soft_max=8.0,
+        update=_parameters_changed,
+    )
+
+    # --- collisions --------------------------------------------------------------------------
+    use_collisions: BoolProperty(
+        name="Collisions",
+        description="Collide the strands with the scene's Strand Obstacle objects",
+        default=True,
+        options=STATIC,
+        update=_input_changed_obstacles,
+    )
+    obstacle_collection: PointerProperty(
+        name="Obstacles",
+        description=(
+            "Only the Strand Obstacle objects in this collection are collided with (all of the "
+            "scene's when empty)"
+        ),
+        type=bpy.types.Collection,
+        options=STATIC,
+        update=_input_changed_obstacles,
+    )
+    collision_radius: FloatProperty(
+        name="Collision Radius",
+        description=(
+            "Radius of the strands' collision spheres at the root: a guide strand standing for "
+            "a clump of hair collides as thick as the clump"
+        ),
+        default=0.001,
+        min=0.0,
+        soft_max=0.05,
+        subtype="DISTANCE",
+        unit="LENGTH",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    collision_tip: FloatProperty(
+        name="Tip",
+        description="Collision radius at the tip relative to the root (0: the tip passes through)",
+        default=1.0,
+        min=0.0,
+        soft_max=2.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    collision_shape: FloatProperty(
+        name="Shape",
+        description="How the collision radius goes from root to tip: 1 linear",
+        default=1.0,
+        min=0.05,
+        soft_max=8.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    swing_limit: FloatProperty(
+        name="Swing Limit",
+        description=(
+            "Largest bend of any joint away from its rest direction (180°: no limit); bone "
+            "chains of ears and tails use it to stay in shape"
+        ),
+        default=math.pi,
+        min=0.0,
+        max=math.pi,
+        subtype="ANGLE",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    twist_limit: FloatProperty(
+        name="Twist Limit",
+        description="Largest twist of any joint either way from its rest twist (180°: no limit)",
+        default=math.pi,
+        min=0.0,
+        max=math.pi,
+        subtype="ANGLE",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    contact_iterations: IntProperty(
+        name="Contact Iterations",
+        description="Sweeps of the contact solver per substep: more resolves crowded contacts",
+        default=40,
+        min=1,
+        soft_max=200,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+
+    # --- art direction -----------------------------------------------------------------------
+    rest_shape: EnumProperty(
+        name="Rest Shape",
+        description="Which shape the strands take without gravity",
+        items=[
+            (
+                "DRAWN",
+                "As Drawn",
+                "The curves as drawn are the strands' shape without gravity: they sag under it",
+            ),
+            (
+                "HOLD_UNDER_GRAVITY",
+                "Hold Drawn Shape",
+                "The strands keep the drawn shape under the start frame's gravity: their shape "
+                "without gravity is found by inverse dynamics (zero-gravity rest shape)",
+            ),
+        ],
+        default="DRAWN",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    time_scale: FloatProperty(
+        name="Time Scale",
+        description=(
+            "How much of the roots' motion the strands feel: 0 carries them along rigidly, 1 is "
+            "physical, above 1 exaggerates (where the roots are does not change)"
+        ),
+        default=1.0,
+        min=0.0,
+        soft_max=2.0,
+        update=_parameters_changed,
+    )
+    local_dynamics: FloatProperty(
+        name="Local Dynamics",
+        description=(
+            "How much of the Reference's motion is taken out of what the strands feel: with a "
+            "character's hip as Reference, 1 ignores the run and keeps the head's motion on the "
+            "body"
+        ),
+        default=0.0,
+        min=0.0,
+        soft_max=1.0,
+        subtype="FACTOR",
+        update=_parameters_changed,
+    )
+    reference_object: PointerProperty(
+        name="Reference",
+        description="Object whose motion Local Dynamics takes out (e.g. the character's rig)",
+        type=bpy.types.Object,
+        options=STATIC,
+        update=_reference_changed,
+    )
+    reference_bone: StringProperty(
+        name="Bone",
+        description="Bone of the Reference armature whose motion is taken out (e.g. the hip)",
+        default="",
+        options=STATIC,
+        update=_reference_changed,
+    )
+
+    pose_object: PointerProperty(
+        name="Pose",
+        description=(
+            "Curve or Curves object with one curve per strand, shaped (and animated) into the "
+            "pose the strands are pulled towards; it may deform with shape keys, hooks or bones"
+        ),
+        type=bpy.types.Object,
+        poll=_is_pose_candidate,
+        options=STATIC,
+        update=_pose_object_changed,
+    )
+    pose_strength: FloatProperty(
+        name="Pose Strength",
+        description=(
+            "How strongly each joint is pulled towards the pose, as a multiple of the strand's "
+            "bending rigidity (0: not at all; 100: the pose wins clearly over gravity)"
+        ),
+        default=0.0,
+        min=0.0,
+        soft_max=1000.0,
+        update=_parameters_changed,
+    )
+    pose_damping_time: FloatProperty(
+        name="Pose Damping",
+        description=(
+            "Damping of the motion relative to the pose as a relaxation time: damping is this "
+            "times the pose strength"
+        ),
+        default=0.01,
+        min=0.0,
+        soft_max=0.5,
+        subtype="TIME_ABSOLUTE",
+        unit="TIME_ABSOLUTE",
+        precision=4,
+        update=_parameters_changed,
+    )
+    pose_tip: FloatProperty(
+        name="Tip",
+        description="Pose strength at the tip relative to the root",
+        default=1.0,
+        min=0.0,
+        soft_max=4.0,
+        update=_parameters_changed,
+    )
+    pose_shape: FloatProperty(
+        name="Shape",
+        description="How the pose strength goes from root to tip: 1 linear",
+        default=1.0,
+        min=0.05,
+        soft_max=8.0,
+        update=_parameters_changed,
+    )
+
     # --- solver ------------------------------------------------------------------------------
     solver_method: EnumProperty(
         name="Method",
@@ -403,8 +657,37 @@ class StrandObstacleProperties(bpy.types.PropertyGroup):
 
     use_obstacle: BoolProperty(
         name="Strand Obstacle",
-        description="Strands will collide with this object once strand collisions are simulated",
+        description="Strand systems with Collisions on collide with this object",
         default=False,
+        options=STATIC,
+    )
+    shape: EnumProperty(
+        name="Shape",
+        description="The shape strands collide with, read from the mesh at the start frame",
+        items=[
+            ("MESH", "Mesh", "The closed mesh itself, as a signed-distance grid"),
+            ("SPHERE", "Sphere", "The smallest ball about the origin holding every vertex"),
+            (
+                "CAPSULE",
+                "Capsule",
+                "A capsule along local Z around the mesh (necks, limbs, branches)",
+            ),
+            ("PLANE", "Plane", "The local XY plane, solid below (floors, ground)"),
+        ],
+        default="MESH",
+        options=STATIC,
+    )
+    cell_size: FloatProperty(
+        name="Cell Size",
+        description=(
+            "Spacing of the mesh's signed-distance grid: smaller follows finer detail and costs "
+            "memory (0: a 48th of the mesh's largest dimension)"
+        ),
+        default=0.0,
+        min=0.0,
+        soft_max=0.1,
+        subtype="DISTANCE",
+        unit="LENGTH",
         options=STATIC,
     )
     restitution: FloatProperty(
@@ -431,4 +714,29 @@ class StrandObstacleProperties(bpy.types.PropertyGroup):
     )
 
 
-classes = (StrandSystemProperties, StrandObstacleProperties)
+class StrandBakeProperties(bpy.types.PropertyGroup):
+    """What a bake generated: set on the objects a bake creates, read by Free Bake and export."""
+
+    source: PointerProperty(
+        name="Baked From",
+        description="The strand system this object was baked from",
+        type=bpy.types.Object,
+        options=STATIC,
+    )
+    target: EnumProperty(
+        name="Bake Target",
+        description="What this object holds",
+        items=[("NONE", "None", "Not a baked object"), *scene.BAKE_TARGET_ITEMS],
+        default="NONE",
+        options=STATIC,
+    )
+    frame_start: IntProperty(name="First Baked Frame", options=STATIC)
+    frame_end: IntProperty(name="Last Baked Frame", options=STATIC)
+    cache_file: StringProperty(
+        name="Cache File",
+        description="Positions of every baked frame (hair curves), relative to the .blend",
+        options=STATIC,
+    )
+
+
+classes = (StrandSystemProperties, StrandObstacleProperties, StrandBakeProperties)

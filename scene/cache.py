@@ -17,14 +17,21 @@ Two things are cached per strand system, with different rules:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
 
 from ..core import BaseTrajectory, Model, Simulation, StrandError, build_model
+from ..core.art_direction import ArtDirectedBase
+from ..core.fields import ForceFields, RootToTip, Wind
+from ..core.pose import PoseTrajectory, pose_rotations
+from ..core.rest_shape import zero_gravity_model
+from ..core.simulation import BaseSource
 from .errors import SceneInputError
+from .fields import SceneFields, read_scene_fields
+from .geometry import resample_by_arc_length
 from .inputs import (
     DrawnCurves,
     SurfaceAttachment,
@@ -33,7 +40,15 @@ from .inputs import (
     input_fingerprint,
     object_base_matrix,
     read_drawn_curves,
+    reference_matrix,
     surface_base_matrices,
+)
+from .obstacles import (
+    ObstacleShapes,
+    obstacle_fingerprint,
+    obstacle_matrices,
+    obstacle_objects,
+    read_obstacle_shapes,
 )
 from .strands import (
     AnimatedValues,
@@ -56,7 +71,8 @@ _sampling_depth = 0
 
 @contextlib.contextmanager
 def sampling() -> Iterator[None]:
-    """While the input is sampled with ``frame_set``, the frame handler stands aside."""
+    """While the input is sampled with ``frame_set`` (or baked objects are exported), the live
+    preview's frame handler stands aside."""
     global _sampling_depth
     _sampling_depth += 1
     try:
@@ -91,6 +107,22 @@ class PreparedInput:
         :func:`input_fingerprint` of the object when sampled.
     trajectory : BaseTrajectory
         C² interpolation of ``base_matrices``, time 0 at ``frame_start``.
+    reference_matrices : (F, 1, 4, 4) float64 or None
+        Rigid world transforms of the local-dynamics reference at the same frames, if it has one.
+    reference : BaseTrajectory or None
+        C² interpolation of ``reference_matrices``.
+    fields : list of SceneFields
+        The force fields acting at each frame of the range.
+    obstacles : ObstacleShapes
+        The obstacles' shapes at ``frame_start`` (none when the system's collisions are off).
+    obstacle_fingerprint : str
+        :func:`obstacle_fingerprint` of the obstacle objects when sampled.
+    obstacle_matrices : (F, K, 4, 4) float64
+        Rigid world transforms of the K obstacles at every frame of the range.
+    obstacle_trajectory : BaseTrajectory or None
+        C² interpolation of ``obstacle_matrices`` (None without obstacles).
+    pose_curves : list of DrawnCurves, or None
+        The pose object's curves at every frame of the range (None without a pose object).
     """
 
     drawn: DrawnCurves
@@ -102,6 +134,14 @@ class PreparedInput:
     attachment: SurfaceAttachment | None
     fingerprint: str
     trajectory: BaseTrajectory
+    reference_matrices: np.ndarray | None
+    reference: BaseTrajectory | None
+    fields: list[SceneFields]
+    obstacles: ObstacleShapes
+    obstacle_fingerprint: str
+    obstacle_matrices: np.ndarray
+    obstacle_trajectory: BaseTrajectory | None
+    pose_curves: list[DrawnCurves] | None
 
     def matrices_at(self, frame: int) -> np.ndarray:
         """Sampled base transforms (n_bases, 4, 4) at a frame inside the range."""
@@ -113,20 +153,57 @@ class _Sampler:
     """Collects one object's input while :func:`prepare_inputs` steps through frames."""
 
     ob: bpy.types.Object
+    scene: bpy.types.Scene
     frame_start: int
     frame_end: int
     drawn: DrawnCurves | None = None
     attachment: SurfaceAttachment | None = None
     matrices: list = field(default_factory=list)
+    reference_matrices: list = field(default_factory=list)
+    fields: list = field(default_factory=list)
+    obstacle_objects: list = field(default_factory=list)
+    obstacles: ObstacleShapes | None = None
+    obstacle_fingerprint: str = ""
+    obstacle_matrices: list = field(default_factory=list)
+    pose_curves: list = field(default_factory=list)
 
     def sample(self, frame: int, depsgraph: bpy.types.Depsgraph) -> None:
         if frame == self.frame_start:
+            self.obstacle_objects = system_obstacles(self.scene, self.ob)
+            self.obstacles = read_obstacle_shapes(self.obstacle_objects, depsgraph)
+            self.obstacle_fingerprint = obstacle_fingerprint(self.obstacle_objects)
             self.drawn = read_drawn_curves(self.ob, depsgraph)
             surface = hair_surface(self.ob)
             if surface is not None:
                 roots = np.array([points[0] for points in self.drawn.polylines])
                 self.attachment = attach_to_surface(self.ob, surface, roots, depsgraph)
         self.matrices.append(read_base_matrices(self.ob, self.attachment, depsgraph))
+        reference = reference_matrix(self.ob, depsgraph)
+        if reference is not None:
+            self.reference_matrices.append(reference)
+        collection = self.ob.oriented_strands.field_collection
+        self.fields.append(read_scene_fields(self.scene, collection, depsgraph))
+        self.obstacle_matrices.append(obstacle_matrices(self.obstacle_objects, depsgraph))
+        pose_curves = read_pose_curves(self.ob, depsgraph)
+        if pose_curves is not None:
+            self.pose_curves.append(pose_curves)
+
+
+def system_obstacles(scene: bpy.types.Scene, ob: bpy.types.Object) -> list[bpy.types.Object]:
+    """The obstacle objects ``ob``'s strand system collides with (none when collisions are off)."""
+    props = ob.oriented_strands
+    return obstacle_objects(scene, props.obstacle_collection) if props.use_collisions else []
+
+
+def read_pose_curves(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> DrawnCurves | None:
+    """The curves of ``ob``'s pose object at the depsgraph's frame (None if it has none)."""
+    pose_object = ob.oriented_strands.pose_object
+    if pose_object is None:
+        return None
+    try:
+        return read_drawn_curves(pose_object, depsgraph)
+    except SceneInputError as error:
+        raise SceneInputError(f"object {ob.name!r}: its Pose cannot be read: {error}") from None
 
 
 def read_base_matrices(
@@ -158,7 +235,7 @@ def prepare_inputs(
                 f"(frame {frame_start})"
             )
         else:
-            samplers[ob.name] = _Sampler(ob, frame_start, frame_end)
+            samplers[ob.name] = _Sampler(ob, scene, frame_start, frame_end)
     frames = sorted({f for s in samplers.values() for f in range(s.frame_start, s.frame_end + 1)})
     original = (scene.frame_current, scene.frame_subframe)
     with sampling():
@@ -182,8 +259,18 @@ def prepare_inputs(
             continue
         matrices = np.stack(sampler.matrices)
         times = np.arange(len(matrices)) / fps
+        reference_matrices = (
+            np.stack(sampler.reference_matrices) if sampler.reference_matrices else None
+        )
+        obstacle_poses = np.stack(sampler.obstacle_matrices)
         try:
             trajectory = BaseTrajectory(times, matrices)
+            reference = (
+                None if reference_matrices is None else BaseTrajectory(times, reference_matrices)
+            )
+            obstacle_trajectory = (
+                BaseTrajectory(times, obstacle_poses) if obstacle_poses.shape[1] else None
+            )
         except StrandError as error:
             errors[name] = f"object {name!r}: its motion cannot drive strands: {error}"
             continue
@@ -200,6 +287,14 @@ def prepare_inputs(
             attachment=sampler.attachment,
             fingerprint=input_fingerprint(sampler.ob),
             trajectory=trajectory,
+            reference_matrices=reference_matrices,
+            reference=reference,
+            fields=sampler.fields,
+            obstacles=sampler.obstacles,
+            obstacle_fingerprint=sampler.obstacle_fingerprint,
+            obstacle_matrices=obstacle_poses,
+            obstacle_trajectory=obstacle_trajectory,
+            pose_curves=sampler.pose_curves or None,
         )
     return prepared, errors
 
@@ -225,6 +320,10 @@ class StrandSystemRuntime:
         self.frames: dict[int, np.ndarray] = {}
         self._key: tuple | None = None
         self._failure: StrandError | None = None
+        self._start_rotations = None
+        self._base: BaseSource | None = None
+        self._air: Callable[[SceneFields], tuple[list, list]] | None = None
+        self._pose: PoseTrajectory | None = None
         self.failed_frame: int | None = None
         """The frame whose step failed, if one did."""
 
@@ -270,9 +369,18 @@ class StrandSystemRuntime:
             backend=settings.model.backend,
             dtype=settings.model.precision,
         )
+        # The drawn shape is where every run starts; with a zero-gravity rest shape it is not
+        # the rest shape but the shape that gravity bends the rest shape into.
+        self._start_rotations = None
+        if settings.rest_shape == "HOLD_UNDER_GRAVITY":
+            shaped = zero_gravity_model(model, gravity_vector(settings, values))
+            model, self._start_rotations = shaped.model, shaped.modelled_q
+        self._base = self._base_source(values)
+        self._air = self._air_source(values)
+        self._pose = _pose_trajectory(prepared, layout, model)
         self.layout, self.model, self._key = layout, model, key
         self._solver = settings.model.solver
-        self._start_forces = (gravity_vector(settings, values), np.asarray(values["wind_velocity"]))
+        self._start_gravity = gravity_vector(settings, values)
         self.simulation = None
         self.point_radius = point_radius(layout, settings.model)
         self.error = ""
@@ -280,10 +388,10 @@ class StrandSystemRuntime:
     def _start_simulation(self) -> None:
         # A new Simulation rather than reset(): every run from the start frame begins from the
         # same fresh engine state, so a re-simulated frame equals the first result bit for bit.
-        gravity, wind = self._start_forces
-        simulation = Simulation(self.model, self._solver, gravity=gravity)
-        simulation.set_parameter("wind_velocity", wind)
+        simulation = Simulation(self.model, self._solver, gravity=self._start_gravity)
         simulation.reset(base_poses=self.prepared.matrices_at(self.prepared.frame_start))
+        if self._start_rotations is not None:
+            simulation.state.q[...] = self._start_rotations
         self.simulation = simulation
         self.frames[self.prepared.frame_start] = simulation.points().astype(np.float32)
 
@@ -311,7 +419,8 @@ class StrandSystemRuntime:
             try:
                 if animated.is_animated:
                     self._set_animated_parameters(settings, animated.at(step_frame))
-                simulation.advance(dt, prepared.trajectory)
+                wind, force = self._air(prepared.fields[step_frame - prepared.frame_start])
+                simulation.advance(dt, self._base, pose=self._pose, fields=ForceFields(wind, force))
             except StrandError as error:
                 self._failure, self.failed_frame = error, step_frame
                 raise
@@ -324,8 +433,67 @@ class StrandSystemRuntime:
         for name, value in engine_parameters(self.layout, settings.model, values).items():
             simulation.set_parameter(name, value)
         simulation.set_parameter("gravity", gravity_vector(settings, values))
-        simulation.set_parameter("wind_velocity", np.asarray(values["wind_velocity"]))
+        self._base = self._base_source(values)
+        self._air = self._air_source(values)
+
+    @staticmethod
+    def _air_source(values: dict) -> Callable[[SceneFields], tuple[list, list]]:
+        """Turns a frame's scene fields into the wind and force fields the strands feel: the
+        system's own uniform Wind plus the scene's fields under its root-to-tip Field Weight."""
+        own_wind = Wind(values["wind_velocity"])
+        weight = RootToTip(
+            values["field_weight"],
+            values["field_weight"] * values["field_weight_tip"],
+            values["field_weight_shape"],
+        )
+
+        def air(fields: SceneFields) -> tuple[list, list]:
+            wind, force = fields.weighted(weight)
+            return [own_wind, *wind], force
+
+        return air
+
+    def _base_source(self, values: dict) -> BaseSource:
+        """What drives the roots: the sampled motion as the strands feel it under Time Scale
+        and Local Dynamics (paper eq. 19); the plain motion when both are at their defaults."""
+        prepared = self.prepared
+        time_scale, local_dynamics = float(values["time_scale"]), float(values["local_dynamics"])
+        if time_scale == 1.0 and local_dynamics == 0.0:
+            return prepared.trajectory
+        if local_dynamics != 0.0 and prepared.reference is None:
+            raise SceneInputError(
+                f"object {prepared.drawn.object_name!r}: Local Dynamics is "
+                f"{local_dynamics:g} but no Reference is set; pick the object (or armature "
+                "bone) whose motion to take out, or set Local Dynamics to 0"
+            )
+        return ArtDirectedBase(prepared.trajectory, time_scale, local_dynamics, prepared.reference)
 
     def cached_bytes(self) -> int:
         """Memory held by cached frames."""
         return sum(points.nbytes for points in self.frames.values())
+
+
+def _pose_trajectory(
+    prepared: PreparedInput, layout: StrandLayout, model: Model
+) -> PoseTrajectory | None:
+    """The pose object's shape at every frame as target joint rotations, C² in time (None
+    without a pose object). Its curves are resampled like the strands, curve ``i`` for strand
+    ``i``, and posed on the bases as they are at that frame."""
+    if prepared.pose_curves is None:
+        return None
+    rotations = []
+    for index, curves in enumerate(prepared.pose_curves):
+        if len(curves.polylines) != len(layout.specs):
+            raise SceneInputError(
+                f"object {prepared.drawn.object_name!r}: its Pose {curves.object_name!r} has "
+                f"{len(curves.polylines)} curves, one per strand ({len(layout.specs)}) is needed"
+            )
+        points = np.concatenate(
+            [
+                resample_by_arc_length(polyline, count - 1)
+                for polyline, count in zip(curves.polylines, layout.point_counts, strict=True)
+            ]
+        )
+        rotations.append(pose_rotations(model, points, prepared.base_matrices[index]))
+    times = np.arange(len(rotations)) / prepared.fps
+    return PoseTrajectory(times, np.stack(rotations))

@@ -240,3 +240,54 @@ def rigid_part(matrices: np.ndarray) -> np.ndarray:
     rigid[:, :3, 3] = matrices[:, :3, 3]
     rigid[:, 3, 3] = 1.0
     return rigid.reshape(shape)
+
+
+def quaternions_from_matrices(rotations: np.ndarray) -> np.ndarray:
+    """Unit quaternions ``(..., 4)`` as ``(w, x, y, z)`` of rotation matrices ``(..., 3, 3)``.
+
+    Shepperd's method: each quaternion is computed from the largest of its four squared
+    components, so no division by a near-zero number loses precision. The sign is ``w >= 0``
+    where ``w`` is the largest; use :func:`continuous_quaternions` along time.
+    """
+    r = np.asarray(rotations, dtype=np.float64)
+    trace = r[..., 0, 0] + r[..., 1, 1] + r[..., 2, 2]
+    squares = np.stack(
+        [
+            1.0 + trace,
+            1.0 + 2.0 * r[..., 0, 0] - trace,
+            1.0 + 2.0 * r[..., 1, 1] - trace,
+            1.0 + 2.0 * r[..., 2, 2] - trace,
+        ],
+        axis=-1,
+    )
+    largest = np.argmax(squares, axis=-1)
+    pivot = 0.5 * np.sqrt(np.maximum(np.take_along_axis(squares, largest[..., None], -1), 1e-300))
+    # Each row: the 4 products 4·q_i·q_largest, from sums and differences of off-diagonals.
+    zy, yz = r[..., 2, 1], r[..., 1, 2]
+    xz, zx = r[..., 0, 2], r[..., 2, 0]
+    yx, xy = r[..., 1, 0], r[..., 0, 1]
+    products = np.stack(
+        [
+            np.stack([squares[..., 0], zy - yz, xz - zx, yx - xy], -1),
+            np.stack([zy - yz, squares[..., 1], xy + yx, xz + zx], -1),
+            np.stack([xz - zx, xy + yx, squares[..., 2], yz + zy], -1),
+            np.stack([yx - xy, xz + zx, yz + zy, squares[..., 3]], -1),
+        ],
+        axis=-2,
+    )
+    row = np.take_along_axis(products, largest[..., None, None], -2)[..., 0, :]
+    quaternions = row / (4.0 * pivot)
+    return quaternions / np.linalg.norm(quaternions, axis=-1, keepdims=True)
+
+
+def continuous_quaternions(quaternions: np.ndarray) -> np.ndarray:
+    """Flip signs along axis 0 (time) so consecutive quaternions ``(F, ..., 4)`` agree.
+
+    ``q`` and ``-q`` are the same rotation, but keyframes interpolate their components: a sign
+    jump between two frames would swing a bone the long way round.
+    """
+    result = np.array(quaternions, dtype=np.float64)
+    for frame in range(1, len(result)):
+        dot = np.sum(result[frame] * result[frame - 1], axis=-1, keepdims=True)
+        result[frame] *= np.where(dot < 0.0, -1.0, 1.0)
+    return result

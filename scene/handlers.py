@@ -10,13 +10,15 @@ from __future__ import annotations
 import bpy
 from bpy.app.handlers import persistent
 
-from . import systems
+from . import bake_outputs, systems
 from .cache import is_sampling
 
 
 @persistent
 def on_frame_change_post(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph = None) -> None:
-    """Simulate or replay every strand system up to the new frame."""
+    """Play baked hair caches; simulate or replay every strand system up to the new frame."""
+    # Baked hair plays during sampling too: the Alembic export samples frames that way.
+    bake_outputs.apply_hair_caches(scene)
     if is_sampling():
         return
     if depsgraph is None:
@@ -33,7 +35,10 @@ def on_load_post(*_args: object) -> None:
     UI reads them from a timer once the window is ready.
     """
     systems.forget_all()
+    bake_outputs.clear_open_caches()
     context = bpy.context
+    if context.scene is not None:
+        bake_outputs.apply_hair_caches(context.scene)
     if not any(systems.is_strand_system(ob) for ob in bpy.data.objects):
         return
     if bpy.app.background and context.scene is not None and context.view_layer is not None:
@@ -60,3 +65,4 @@ def unregister() -> None:
         while function in handlers:
             handlers.remove(function)
     systems.forget_all()
+    bake_outputs.clear_open_caches()

@@ -150,6 +150,31 @@ def object_base_matrix(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> 
     return rigid_part(matrix[None])
 
 
+def reference_matrix(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> np.ndarray | None:
+    """Rigid world transform (1, 4, 4) of the strand system's local-dynamics reference, as
+    evaluated: its Reference object, or the named bone of that armature; None if it has none."""
+    props = ob.oriented_strands
+    reference = props.reference_object
+    if reference is None:
+        return None
+    evaluated = reference.evaluated_get(depsgraph)
+    matrix = np.array(evaluated.matrix_world, dtype=np.float64)
+    if props.reference_bone:
+        if reference.type != "ARMATURE":
+            raise SceneInputError(
+                f"object {ob.name!r}: its local-dynamics Reference {reference.name!r} is a "
+                f"{reference.type.title()} object, so it has no bone {props.reference_bone!r}"
+            )
+        bone = evaluated.pose.bones.get(props.reference_bone)
+        if bone is None:
+            raise SceneInputError(
+                f"object {ob.name!r}: armature {reference.name!r} has no bone "
+                f"{props.reference_bone!r} to use as local-dynamics Reference"
+            )
+        matrix = matrix @ np.array(bone.matrix, dtype=np.float64)
+    return rigid_part(matrix[None])
+
+
 def hair_surface(ob: bpy.types.Object) -> bpy.types.Object | None:
     """The mesh a Curves object's hair grows on, or None for free-standing curves."""
     if ob.type != "CURVES" or ob.data.surface is None:
@@ -163,11 +188,12 @@ def hair_surface(ob: bpy.types.Object) -> bpy.types.Object | None:
     return surface
 
 
-def _surface_triangles(
-    surface: bpy.types.Object, depsgraph: bpy.types.Depsgraph
-) -> tuple[np.ndarray, np.ndarray]:
-    """World vertex positions (V, 3) and triangle corner indices (T, 3) of the evaluated mesh."""
-    evaluated = surface.evaluated_get(depsgraph)
+def mesh_triangles(
+    ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The evaluated mesh of ``ob``: vertex positions (V, 3) in object space, triangle corner
+    indices (T, 3) and the object's world matrix (4, 4)."""
+    evaluated = ob.evaluated_get(depsgraph)
     mesh = evaluated.to_mesh()
     try:
         mesh.calc_loop_triangles()
@@ -178,7 +204,15 @@ def _surface_triangles(
     finally:
         evaluated.to_mesh_clear()
     matrix = np.array(evaluated.matrix_world, dtype=np.float64)
-    return _world(co.reshape(-1, 3), matrix), triangles.reshape(-1, 3)
+    return co.reshape(-1, 3), triangles.reshape(-1, 3), matrix
+
+
+def _surface_triangles(
+    surface: bpy.types.Object, depsgraph: bpy.types.Depsgraph
+) -> tuple[np.ndarray, np.ndarray]:
+    """World vertex positions (V, 3) and triangle corner indices (T, 3) of the evaluated mesh."""
+    co, triangles, matrix = mesh_triangles(surface, depsgraph)
+    return _world(co, matrix), triangles
 
 
 @dataclass(frozen=True)

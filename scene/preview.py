@@ -44,15 +44,26 @@ def create_preview(
     ob: bpy.types.Object, point_counts: np.ndarray, radius: np.ndarray, points: np.ndarray
 ) -> bpy.types.Object:
     """A new preview object for ``ob``, in the object's collections, showing ``points``."""
-    name = ob.name + PREVIEW_SUFFIX
+    preview = new_curves_object(ob.name + PREVIEW_SUFFIX, ob, point_counts, radius, points)
+    for collection in ob.users_collection:
+        collection.objects.link(preview)
+    return preview
+
+
+def new_curves_object(
+    name: str,
+    ob: bpy.types.Object,
+    point_counts: np.ndarray,
+    radius: np.ndarray,
+    points: np.ndarray,
+) -> bpy.types.Object:
+    """A Curves object showing ``points`` with ``ob``'s materials, in no collection yet."""
     curves = _new_curves_data(name, point_counts)
     for material in ob.data.materials:
         curves.materials.append(material)
-    preview = bpy.data.objects.new(name, curves)
-    for collection in ob.users_collection:
-        collection.objects.link(preview)
-    write_points(preview, point_counts, radius, points)
-    return preview
+    result = bpy.data.objects.new(name, curves)
+    write_points(result, point_counts, radius, points)
+    return result
 
 
 def write_points(

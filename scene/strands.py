@@ -69,6 +69,7 @@ class StrandSettings:
     frame_end: int
     gravity_source: str  # "SCENE" or "CUSTOM"
     scene_gravity: tuple[float, float, float]  # m/s², 0 when the scene's gravity is off
+    rest_shape: str  # "DRAWN" or "HOLD_UNDER_GRAVITY"
 
 
 def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSettings:
@@ -100,6 +101,7 @@ def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSetting
         frame_end=props.frame_end,
         gravity_source=props.gravity_source,
         scene_gravity=gravity,
+        rest_shape=props.rest_shape,
     )
 
 
@@ -280,7 +282,9 @@ def engine_parameters(
       ``GJ = G J`` (``core.presets``), times the stiffness profile;
     - damping per unit length = relaxation time x rigidity (soft axis for bending), times the
       damping profile, so damping scales with stiffness as internal friction does;
-    - drag per unit length scales with the local width (a tapered tip catches less air).
+    - drag per unit length scales with the local width (a tapered tip catches less air);
+    - pose strength is a multiple of the (soft-axis) bending rigidity, times its profile, and
+      pose damping a relaxation time times it.
     """
     radius = link_radius(layout, model)
     s = layout.link_coordinate
@@ -291,12 +295,16 @@ def engine_parameters(
     bend = bend * stiffness[:, None]
     twist = torsional_rigidity(values["shear_modulus"] * GIGAPASCAL, radius, ellipticity)
     twist = twist * stiffness
+    pose = values["pose_strength"] * bend.min(axis=1)
+    pose = pose * root_to_tip(s, values["pose_tip"], values["pose_shape"])
     return {
         "bend_stiffness": bend,
         "twist_stiffness": twist,
         "bend_damping": values["bend_damping_time"] * bend.min(axis=1) * damping,
         "twist_damping": values["twist_damping_time"] * twist * damping,
         "drag": values["air_drag"] * MILLI * radius / model.radius,
+        "pose_strength": pose,
+        "pose_damping": values["pose_damping_time"] * pose,
     }
 
 

@@ -20,9 +20,13 @@ from .cache import (
     StrandSystemRuntime,
     prepare_inputs,
     read_base_matrices,
+    read_pose_curves,
+    system_obstacles,
 )
 from .errors import SceneInputError
-from .inputs import STRAND_OBJECT_TYPES, input_fingerprint
+from .fields import read_scene_fields
+from .inputs import STRAND_OBJECT_TYPES, input_fingerprint, reference_matrix
+from .obstacles import obstacle_fingerprint, obstacle_matrices
 from .preview import check_preview_support, create_preview, remove_preview, write_points
 from .strands import PROPERTY_GROUP, AnimatedValues, frames_per_second, read_settings
 
@@ -109,6 +113,22 @@ def _prepare_and_build(
             "\n".join(errors[ob.name] for ob, _, _ in requests if ob.name in errors)
         )
     return built
+
+
+def read_for_bake(
+    scene: bpy.types.Scene, view_layer: bpy.types.ViewLayer, objects: list[bpy.types.Object]
+) -> dict[str, StrandSystemRuntime]:
+    """Fresh runtimes of ``objects``' strand systems, read and built now, off to the side.
+
+    The live preview's runtimes are left alone. A fresh simulation from the start frame gives
+    exactly the frames live playback gives, whatever frames were previewed before and in
+    whatever order. Raises :class:`StrandError` (one line per object at fault).
+    """
+    requests = []
+    for ob in objects:
+        props = getattr(ob, PROPERTY_GROUP)
+        requests.append((ob, props.frame_start, props.frame_end))
+    return _prepare_and_build(scene, view_layer, requests)
 
 
 def add_strand_systems(
@@ -222,6 +242,14 @@ def status(ob: bpy.types.Object) -> tuple[str, str]:
     return f"{len(frames)} frames cached ({frames[0]}–{frames[-1]}), {memory} in memory", "INFO"
 
 
+def ignored_fields(ob: bpy.types.Object) -> list[str]:
+    """Force-field objects in reach of the strand system that it does not read, with why."""
+    state = runtime(ob)
+    if state is None:
+        return []
+    return sorted({name for fields in state.prepared.fields for name in fields.ignored})
+
+
 def parameters_changed(ob: bpy.types.Object) -> None:
     """A strand parameter changed: simulated frames no longer hold."""
     state = runtime(ob)
@@ -229,11 +257,11 @@ def parameters_changed(ob: bpy.types.Object) -> None:
         state.free_frames()
 
 
-def input_changed(ob: bpy.types.Object) -> None:
-    """The simulated frame range changed: the input must be sampled again."""
+def input_changed(ob: bpy.types.Object, reason: str) -> None:
+    """Something sampled from the scene changed (``reason`` says what): sample it again."""
     state = runtime(ob)
     if state is not None:
-        state.stale = "the frame range changed"
+        state.stale = reason
         state.free_frames()
         request_refresh()
 
@@ -260,13 +288,46 @@ def _stale_reason(
         return "the frame range changed"
     if frames_per_second(scene) != prepared.fps:
         return "the scene's frame rate changed"
+    obstacles = system_obstacles(scene, ob)
+    if obstacle_fingerprint(obstacles) != prepared.obstacle_fingerprint:
+        return "the obstacles changed"
     frame = scene.frame_current
     if scene.frame_subframe == 0 and prepared.frame_start <= frame <= prepared.frame_end:
         observed = read_base_matrices(ob, prepared.attachment, depsgraph)
         sampled = prepared.matrices_at(frame)
         if observed.shape != sampled.shape or abs(observed - sampled).max() > BASE_MATCH_TOLERANCE:
             return "the animation that carries the roots changed"
+        reference = reference_matrix(ob, depsgraph)
+        if (reference is None) != (prepared.reference_matrices is None) or (
+            reference is not None
+            and abs(reference - prepared.reference_matrices[frame - prepared.frame_start]).max()
+            > BASE_MATCH_TOLERANCE
+        ):
+            return "the animation of the local-dynamics reference changed"
+        poses = obstacle_matrices(obstacles, depsgraph)
+        if (
+            abs(poses - prepared.obstacle_matrices[frame - prepared.frame_start]).max(initial=0.0)
+            > BASE_MATCH_TOLERANCE
+        ):
+            return "the animation of an obstacle changed"
+        if _pose_changed(read_pose_curves(ob, depsgraph), prepared, frame):
+            return "the pose object or its animation changed"
+        fields = read_scene_fields(scene, props.field_collection, depsgraph)
+        if fields != prepared.fields[frame - prepared.frame_start]:
+            return "a force field changed"
     return ""
+
+
+def _pose_changed(curves, prepared: PreparedInput, frame: int) -> bool:
+    if (curves is None) != (prepared.pose_curves is None):
+        return True
+    if curves is None:
+        return False
+    sampled = prepared.pose_curves[frame - prepared.frame_start].polylines
+    return len(curves.polylines) != len(sampled) or any(
+        a.shape != b.shape or abs(a - b).max() > BASE_MATCH_TOLERANCE
+        for a, b in zip(curves.polylines, sampled, strict=True)
+    )
 
 
 def update_object(

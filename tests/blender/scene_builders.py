@@ -144,3 +144,32 @@ def scene_snapshot() -> dict:
                 for spline in ob.data.splines
             ]
     return snapshot
+
+
+# A trunk with a branch (its bones parent across strands) and a free strand.
+TREE = [
+    [(0, 0, 0), (0, 0, 0.2), (0, 0, 0.4)],
+    [(0, 0, 0.2), (0.15, 0, 0.3)],
+    [(0.3, 0, 0.4), (0.55, 0, 0.4)],
+]
+
+
+def saved_swinging_tree(scene: bpy.types.Scene, folder, frames: int) -> bpy.types.Object:
+    """A branched strand system of three segments per strand whose base turns and moves over
+    ``frames`` frames, saved as ``folder/tree.blend`` (hair caches go next to it)."""
+    scene.frame_start, scene.frame_end = 1, frames
+    ob = poly_curve("tree", TREE)
+    ob.keyframe_insert("rotation_euler", frame=1)
+    ob.keyframe_insert("location", frame=1)
+    ob.rotation_euler = (0.0, 0.0, 1.2)
+    ob.location = (0.1, 0.0, 0.0)
+    ob.keyframe_insert("rotation_euler", frame=frames)
+    ob.keyframe_insert("location", frame=frames)
+    scene.frame_set(1)
+    assert add_strand_system(ob) == {"FINISHED"}
+    props = ob.oriented_strands
+    props.segment_count = 3
+    props.youngs_modulus = 0.5
+    props.radius = 0.004
+    bpy.ops.wm.save_as_mainfile(filepath=str(folder / "tree.blend"))
+    return bpy.context.scene.objects["tree"]

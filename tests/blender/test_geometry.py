@@ -10,7 +10,9 @@ pytest.importorskip("bpy")
 
 from oriented_strands.scene.geometry import (
     branch_cycle,
+    continuous_quaternions,
     find_branch_attachments,
+    quaternions_from_matrices,
     resample_by_arc_length,
 )
 
@@ -65,3 +67,23 @@ def test_resampling_keeps_root_and_tip_and_skips_repeated_points():
     resampled = resample_by_arc_length(points, 6)
     np.testing.assert_array_equal(resampled[[0, -1]], points[[0, -1]])
     np.testing.assert_allclose(np.linalg.norm(np.diff(resampled, axis=0), axis=1), 0.5)
+
+
+def test_quaternions_match_scipy_including_half_turns():
+    from scipy.spatial.transform import Rotation
+
+    rotations = Rotation.concatenate(
+        [Rotation.random(500, random_state=3), Rotation.from_rotvec(np.pi * np.eye(3))]
+    )
+    ours = quaternions_from_matrices(rotations.as_matrix())
+    theirs = rotations.as_quat()[:, [3, 0, 1, 2]]  # scipy is (x, y, z, w)
+    np.testing.assert_allclose(np.abs(np.sum(ours * theirs, axis=1)), 1.0, atol=1e-12)
+
+
+def test_continuous_quaternions_never_jump_sign_between_frames():
+    from scipy.spatial.transform import Rotation
+
+    angles = np.linspace(0.0, 4.0 * np.pi, 60)  # two full turns about z
+    matrices = Rotation.from_rotvec(angles[:, None] * [0.0, 0.0, 1.0]).as_matrix()
+    smooth = continuous_quaternions(quaternions_from_matrices(matrices)[:, None])[:, 0]
+    assert (np.sum(smooth[1:] * smooth[:-1], axis=1) > 0.9).all()

@@ -38,6 +38,11 @@ class RecordingLayout:
         assert enum in operator.get_rna_type().properties, (idname, enum)
         self.drawn.append(("menu", idname))
 
+    def prop_search(self, data, name, search_data, search_name, **_options):
+        assert name in data.bl_rna.properties, f"{data.bl_rna.identifier} has no {name!r}"
+        assert search_name in search_data.bl_rna.properties, search_name
+        self.drawn.append(("prop", name))
+
     def label(self, text="", **_options):
         self.drawn.append(("label", text))
 
@@ -93,8 +98,10 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "Stiffness",
         "Damping",
         "Forces",
+        "Art Direction",
         "Solver",
         "Cache",
+        "Bake",
     ]
     shown = {name for kind, name in drawn if kind == "prop"}
     assert {
@@ -107,6 +114,13 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "gravity_source",
         "air_drag",
         "wind_velocity",
+        "rest_shape",
+        "time_scale",
+        "local_dynamics",
+        "reference_object",
+        "pose_object",
+        "pose_strength",
+        "field_collection",
         "solver_method",
         "substeps",
         "backend",
@@ -121,6 +135,22 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "oriented_strands.reset_to_rest",
         "oriented_strands.remove_strand_system",
     } <= operators
+    for target in ("shape_keys", "bones", "hair"):
+        assert {
+            f"oriented_strands.bake_{target}",
+            f"oriented_strands.free_bake_{target}",
+            f"oriented_strands.export_alembic_{target}",
+        } <= operators
+    assert "Save the file to bake hair curves (cached next to it)" in labels
+
+
+def test_the_bake_panel_lists_what_was_baked():
+    ob = poly_curve("strand", [[(0, 0, 0), (0, 0, -0.2)]])
+    bpy.context.scene.frame_end = 3
+    add_strand_system(ob)
+    bpy.ops.oriented_strands.bake_shape_keys()
+    (panel,) = [cls for cls in _panels() if cls.bl_label == "Bake"]
+    assert ("label", "strand_shape_keys: frames 1–3") in _draw(panel, bpy.context)
 
 
 def test_obstacles_show_their_material_and_say_collisions_are_not_simulated_yet():

@@ -24,6 +24,15 @@ ANIMATABLE = {
     "gravity_factor",
     "air_drag",
     "wind_velocity",
+    "time_scale",
+    "local_dynamics",
+    "field_weight",
+    "field_weight_tip",
+    "field_weight_shape",
+    "pose_strength",
+    "pose_damping_time",
+    "pose_tip",
+    "pose_shape",
 }
 
 

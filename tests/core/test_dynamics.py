@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from oriented_strands.core import StrandParameters, StrandSpec, build_model, spatial
+from oriented_strands.core import Pose, StrandParameters, StrandSpec, build_model, spatial
 from oriented_strands.core.dynamics import (
     Data,
     factorize,
@@ -269,3 +269,41 @@ def test_spring_torque_is_minus_the_gradient_of_the_spring_energy(backend, bend,
         for axis in np.eye(3)
     ]
     np.testing.assert_allclose(torque, -np.array(gradient), rtol=1e-6, atol=1e-9 * k_bend)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_pose_spring_follows_the_tan_law_towards_the_target_and_damps_relative_motion(
+    backend, axis
+):
+    """Posable dynamics adds eq. 18 on the deviation from the target rotation, with the same
+    stiffness ``K = pose_strength / joint_length`` about every axis, and the damping
+    ``-(pose_damping / joint_length) (w - w_pose)``."""
+    strength, damping, angle = 3e-3, 2e-4, 1.2
+    parameters = StrandParameters(
+        bend_stiffness=0.0,
+        twist_stiffness=0.0,
+        bend_damping=0.0,
+        twist_damping=0.0,
+        pose_strength=strength,
+        pose_damping=damping,
+    )
+    model = build_model([StrandSpec(polyline(3, 0.3))], parameters, backend=backend)
+    rest = backend.to_host(model.rest_rotation).T  # one strand: level-major is strand order
+    target = rest.copy()
+    target[1] = spatial.quat_multiply(np, rest[1], spatial.quat_exp(np, -angle * np.eye(3)[axis]))
+    rng = np.random.default_rng(axis)
+    w, w_pose = rng.normal(size=(2, 3, 3))
+    control = Control.from_model(model)
+    control.set_pose(model, Pose(target, w_pose))
+    torque = backend.to_host(
+        joint_torques(model, control, model.rest_rotation, backend.from_host(w.T))
+    ).T
+    joint_length = np.array([0.05, 0.1, 0.1])[:, None]
+    expected = -(damping / joint_length) * (w - w_pose)
+    expected[1, axis] -= 2 * (strength / 0.1) * np.tan(angle / 2)
+    np.testing.assert_allclose(torque, expected, rtol=1e-12, atol=1e-15)
+    stiffness = backend.to_host(spring_tangent_stiffness(model, control, model.rest_rotation, 1e-6))
+    # d/dtheta of 2 K tan(theta/2) is K / cos²(theta/2).
+    assert stiffness[axis, axis, 1] == pytest.approx(
+        (strength / 0.1) / np.cos(angle / 2) ** 2, rel=1e-5
+    )

@@ -16,6 +16,7 @@ from oriented_strands.core import (
 )
 from oriented_strands.core.fields import (
     Falloff,
+    ForceFields,
     PointField,
     RootToTip,
     Turbulence,
@@ -260,6 +261,54 @@ def test_force_fields_apply_force_per_length_at_each_link(backend):
     np.testing.assert_allclose(model.to_strand_order(summed), np.tile(2 * density, (10, 1)))
 
 
+def test_fields_evaluated_at_every_substep_converge_at_first_order(backend):
+    """Gusts that change within a frame (periods of 0.1 to 0.4 s, at 24 fps): evaluated at every
+    substep the motion converges at first order as substeps are added (successive differences
+    halve); sampled once per frame it converges to another motion, further from it than five
+    times the per-substep error."""
+    model = _hanging_strand(backend, stiffness=2e-4, n=6)
+    gust = Wind(
+        (0.0, 2.0, 0.0),
+        turbulence=Turbulence(amplitude=3.0, length_scale=1.0, time_scale=0.2, seed=2),
+    )
+
+    def tips(substeps, per_substep):
+        settings = SolverSettings(
+            substeps=substeps, newton_tolerance=1e-10, newton_max_iterations=30
+        )
+        sim = Simulation(model, settings)
+        for _ in range(4):
+            if per_substep:
+                sim.advance(1 / 24, STILL, fields=ForceFields(wind=[gust]))
+            else:
+                apply_fields(sim, wind=[gust])
+                sim.advance(1 / 24, STILL)
+        return sim.points()
+
+    every = {substeps: tips(substeps, True) for substeps in (4, 8, 16)}
+    coarse, fine = (np.abs(every[s] - every[2 * s]).max() for s in (4, 8))
+    assert 1.5 < coarse / fine < 2.5, (coarse, fine)
+    assert np.abs(tips(16, False) - every[16]).max() > 5 * fine
+    assert np.abs(every[16] - model.rest_points).max() > 0.1  # the gusts move the strand
+
+
+def test_fields_per_substep_are_taken_at_the_substeps_start_and_end_time(backend):
+    """A substep's fields are evaluated at the links' positions at its start and at its end
+    time, as the implicit step takes the bases' motion; their values hold after the call."""
+    model = _hanging_strand(backend, stiffness=2e-4, n=4)
+    wind, force = [Wind((1.0, 0.0, 0.0), turbulence=_turbulence())], [PointField((0, 0, 1), 0.2)]
+    sim = Simulation(model, SolverSettings(substeps=1))
+    sim.state.q = sim.state.q[:, ::-1].copy()  # somewhere off the rest shape
+    reference = Simulation(model)
+    reference.state = sim.state.copy()
+    apply_fields(reference, wind=wind, force=force, time=1 / 24)
+    sim.advance(1 / 24, STILL, fields=ForceFields(wind, force))
+    for name in ("wind_velocity", "external_force"):
+        expected = backend.to_host(getattr(reference.control, name))
+        assert np.array_equal(backend.to_host(getattr(sim.control, name)), expected)
+        assert np.abs(expected).max() > 1e-3
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -277,6 +326,7 @@ def test_force_fields_apply_force_per_length_at_each_link(backend):
         (lambda: RootToTip(exponent=0.0), "exponent must be > 0"),
         (lambda: Wind((1, 0, 0)).evaluate(np, np.zeros((5, 3)), 0.0), r"\(3, N\)"),
         (lambda: Wind((1, 0, 0)).evaluate(np, np.zeros((3, 5)), np.nan), "time must be finite"),
+        (lambda: ForceFields(wind=[(1.0, 0.0, 0.0)]), "ForceFields.wind must hold Wind"),
     ],
 )
 def test_bad_field_input_is_refused(make, message):

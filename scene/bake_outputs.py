@@ -1,0 +1,498 @@
+"""What a bake writes: shape keys (on a curve or a wire mesh), an armature with a baked action,
+and hair-curve caches.
+
+Every writer builds new data through a :class:`Transaction` and never edits existing data, so a
+failed bake is undone by removing what the transaction created, and a successful one replaces
+the previous bake of the same system and target only when everything exists. Baked objects are
+in world space (identity transform), like the live preview, and carry ``oriented_strands_bake``
+(what they hold and where from), which Free Bake, the Alembic export and the frame handler read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+from mathutils import Matrix
+
+from .animation import add_fcurve, new_action
+from .geometry import continuous_quaternions, quaternions_from_matrices
+from .preview import new_curves_object
+
+log = logging.getLogger(__name__)
+
+SHAPE_KEYS, MESH_SHAPE_KEYS = "SHAPE_KEYS", "MESH_SHAPE_KEYS"
+BONES, HAIR = "BONES", "HAIR"
+BAKE_TARGET_ITEMS = [
+    (SHAPE_KEYS, "Shape Keys", "A Curve object with one shape key per frame"),
+    (
+        MESH_SHAPE_KEYS,
+        "Mesh Shape Keys",
+        "A wire mesh through the strands' points with one shape key per frame",
+    ),
+    (BONES, "Bones", "An armature with one bone per segment and a rotation key per frame"),
+    (HAIR, "Hair Curves", "A Curves object playing positions cached next to the .blend file"),
+]
+BAKE_PROPERTY_GROUP = "oriented_strands_bake"
+
+
+@dataclass
+class BakedSystem:
+    """The simulated frames of one strand system, as host arrays in strand order.
+
+    Attributes
+    ----------
+    source : bpy.types.Object
+        The strand system's object.
+    frames : (F,) int
+        Its frame range, ``frame_start .. frame_end``.
+    points : (F, n_points, 3) float32, m, world
+        Every point at every frame: exactly what the live preview shows.
+    point_counts : (n_strands,) int
+    point_radius : (n_points,) float
+    link_parent : (n_links,) int
+        Strand-order index of each link's parent link, -1 for the first link of a root strand.
+    link_rotations : (F, n_links, 3, 3) float64 or None
+        World rotation of every link (y along the segment, x and z across it); bone bakes only.
+    """
+
+    source: bpy.types.Object
+    frames: np.ndarray
+    points: np.ndarray
+    point_counts: np.ndarray
+    point_radius: np.ndarray
+    link_parent: np.ndarray
+    link_rotations: np.ndarray | None
+
+    @property
+    def link_point(self) -> np.ndarray:
+        """(n_links,) index of the point at each link's joint; its tip is the next point."""
+        starts = np.cumsum(self.point_counts) - self.point_counts
+        return np.concatenate(
+            [
+                start + np.arange(count - 1)
+                for start, count in zip(starts, self.point_counts, strict=True)
+            ]
+        )
+
+
+SUFFIXES = {
+    SHAPE_KEYS: "_shape_keys",
+    MESH_SHAPE_KEYS: "_mesh_keys",
+    BONES: "_rig",
+    HAIR: "_baked_hair",
+}
+CACHE_FOLDER = "strands_cache"
+
+
+def baked_objects(source: bpy.types.Object, target: str) -> list[bpy.types.Object]:
+    """Objects holding a bake of ``source`` to ``target``."""
+    return [
+        ob
+        for ob in bpy.data.objects
+        if getattr(ob, BAKE_PROPERTY_GROUP).target == target
+        and getattr(ob, BAKE_PROPERTY_GROUP).source == source
+    ]
+
+
+def _owned_ids(ob: bpy.types.Object) -> set[bpy.types.ID]:
+    """A baked object and the data only it uses: its geometry, shape keys' action, actions."""
+    ids = {ob}
+    holders = [ob]
+    if ob.data is not None and ob.data.users <= 1:
+        ids.add(ob.data)
+        holders.append(ob.data)
+        if getattr(ob.data, "shape_keys", None) is not None:
+            holders.append(ob.data.shape_keys)
+    for holder in holders:
+        animation = holder.animation_data
+        if animation is not None and animation.action is not None:
+            if animation.action.users <= 1:
+                ids.add(animation.action)
+    return ids
+
+
+def free_bake(source: bpy.types.Object, target: str) -> int:
+    """Delete ``source``'s bake to ``target`` (objects, data, actions, cache files).
+
+    Returns the number of baked objects removed.
+    """
+    objects = baked_objects(source, target)
+    files = [_cache_path(ob) for ob in objects if target == HAIR]
+    bpy.data.batch_remove([i for ob in objects for i in _owned_ids(ob)])
+    for path in files:
+        forget_cache(path)
+        if os.path.exists(path):
+            os.remove(path)
+    return len(objects)
+
+
+class Transaction:
+    """Data and files a bake creates: removed by :meth:`rollback`, put in place by :meth:`commit`.
+
+    New objects are kept out of every collection until the commit (an armature is linked to the
+    scene only while edit mode makes its bones).
+    """
+
+    def __init__(self) -> None:
+        self._ids: list[bpy.types.ID] = []
+        self._objects: list[tuple[bpy.types.Object, bpy.types.Object, str, str]] = []
+        self._files: list[tuple[str, str]] = []
+        self._folders: list[str] = []
+
+    def created(self, data: bpy.types.ID) -> bpy.types.ID:
+        """Record new data (removed on rollback) and return it."""
+        self._ids.append(data)
+        return data
+
+    def add_object(self, ob: bpy.types.Object, source: bpy.types.Object, target: str) -> None:
+        """A new baked object: named and linked into ``source``'s collections on commit."""
+        self.created(ob)
+        self._objects.append((ob, source, target, source.name + SUFFIXES[target]))
+
+    def add_file(self, partial: str, final: str) -> None:
+        """A written file, moved from ``partial`` to ``final`` on commit."""
+        self._files.append((partial, final))
+
+    def final_files(self) -> set[str]:
+        """Where the files written so far will be once committed."""
+        return {final for _, final in self._files}
+
+    def make_folder(self, path: str) -> str:
+        """Make the folder ``path`` if missing (removed again on rollback); return it."""
+        if not os.path.isdir(path):
+            os.makedirs(path)
+            self._folders.append(path)
+        return path
+
+    def rollback(self) -> None:
+        """Remove everything created; the scene is as before the bake."""
+        bpy.data.batch_remove([data for data in self._ids if _is_alive(data)])
+        for partial, _ in self._files:
+            if os.path.exists(partial):
+                os.remove(partial)
+        for folder in reversed(self._folders):
+            os.rmdir(folder)
+
+    def commit(self) -> list[bpy.types.Object]:
+        """Replace earlier bakes of the same systems and targets; return the new objects."""
+        for ob, source, target, _ in self._objects:
+            old = [o for o in baked_objects(source, target) if o != ob]
+            bpy.data.batch_remove([i for o in old for i in _owned_ids(o)])
+        for partial, final in self._files:
+            forget_cache(final)
+            os.replace(partial, final)
+        for ob, source, _, name in self._objects:
+            ob.name = name
+            if ob.data is not None:
+                ob.data.name = name
+            for collection in source.users_collection:
+                if ob.name not in collection.objects:
+                    collection.objects.link(ob)
+        return [ob for ob, _, _, _ in self._objects]
+
+
+def _is_alive(data: bpy.types.ID) -> bool:
+    try:
+        data.name  # noqa: B018 - raises ReferenceError once Blender freed the data
+    except ReferenceError:
+        return False
+    return True
+
+
+def _tag(ob: bpy.types.Object, system: BakedSystem, target: str) -> None:
+    bake = getattr(ob, BAKE_PROPERTY_GROUP)
+    bake.source = system.source
+    bake.target = target
+    bake.frame_start = int(system.frames[0])
+    bake.frame_end = int(system.frames[-1])
+
+
+# --- shape keys ---------------------------------------------------------------------------------
+
+
+def write_shape_keys(system: BakedSystem, transaction: Transaction) -> bpy.types.Object:
+    """A POLY Curve object through the simulated points, with a shape key per frame."""
+    name = system.source.name + SUFFIXES[SHAPE_KEYS]
+    curve = transaction.created(bpy.data.curves.new(name, "CURVE"))
+    curve.dimensions = "3D"
+    rest = system.points[0].astype(np.float64)
+    start = 0
+    for count in system.point_counts:
+        spline = curve.splines.new("POLY")
+        spline.points.add(int(count) - 1)
+        co = np.hstack([rest[start : start + count], np.ones((count, 1))])
+        spline.points.foreach_set("co", co.ravel())
+        start += count
+    return _add_frame_keys(bpy.data.objects.new(name, curve), system, SHAPE_KEYS, transaction)
+
+
+def write_mesh_shape_keys(system: BakedSystem, transaction: Transaction) -> bpy.types.Object:
+    """A wire mesh (a vertex per point, an edge per segment) with a shape key per frame."""
+    name = system.source.name + SUFFIXES[MESH_SHAPE_KEYS]
+    mesh = transaction.created(bpy.data.meshes.new(name))
+    joints = system.link_point
+    mesh.vertices.add(system.points.shape[1])
+    mesh.vertices.foreach_set("co", np.ascontiguousarray(system.points[0]).ravel())
+    mesh.edges.add(len(joints))
+    mesh.edges.foreach_set("vertices", np.stack([joints, joints + 1], axis=1).ravel())
+    mesh.update()
+    return _add_frame_keys(bpy.data.objects.new(name, mesh), system, MESH_SHAPE_KEYS, transaction)
+
+
+def _add_frame_keys(
+    ob: bpy.types.Object, system: BakedSystem, target: str, transaction: Transaction
+) -> bpy.types.Object:
+    """Relative shape keys ``frame_0001``, ... on ``ob`` (its points are the first frame), each
+    keyed so that its frame shows exactly the simulated points.
+
+    Key ``frame_0012`` has value 1 at frame 12 and 0 at frames 11 and 13, linearly between: whole
+    frames show exactly the simulated points, subframes (motion blur) blend the two neighbours.
+    Before the first and after the last frame the first and last keys hold.
+    """
+    transaction.add_object(ob, system.source, target)
+    ob.shape_key_add(name="Basis", from_mix=False)
+    names = [f"frame_{frame:04d}" for frame in system.frames]
+    for key_name, points in zip(names, system.points, strict=True):
+        block = ob.shape_key_add(name=key_name, from_mix=False)
+        block.data.foreach_set("co", np.ascontiguousarray(points, dtype=np.float32).ravel())
+    action, fcurves = new_action(ob.data.shape_keys, ob.name)
+    transaction.created(action)
+    first, last = int(system.frames[0]), int(system.frames[-1])
+    for key_name, frame in zip(names, system.frames, strict=True):
+        frames = [f for f in (frame - 1, frame, frame + 1) if first <= f <= last]
+        values = [1.0 if f == frame else 0.0 for f in frames]
+        add_fcurve(fcurves, f'key_blocks["{key_name}"].value', 0, np.array(frames), values)
+    _tag(ob, system, target)
+    return ob
+
+
+# --- bones --------------------------------------------------------------------------------------
+
+
+def bone_names(system: BakedSystem) -> list[str]:
+    """``strand003.007``: link 7 (from the root) of strand 3, in strand order."""
+    return [
+        f"strand{strand:03d}.{link:03d}"
+        for strand, count in enumerate(system.point_counts)
+        for link in range(int(count) - 1)
+    ]
+
+
+def write_armature(system: BakedSystem, transaction: Transaction) -> bpy.types.Object:
+    """An armature with one bone per segment and a rotation key per bone per frame.
+
+    Bones follow the strands' links: head at the joint, tail at the segment's tip, and x and z
+    along the link's cross-section axes, so the roll carries the strand's twist. A branch's first
+    bone is a child of the bone it grows from. Rest pose: the first frame. Root bones are also
+    keyed in location (they follow what carries the roots). Needs Object Mode (checked by the
+    bake job): bones can only be made in edit mode, entered here for the new armature alone.
+    """
+    context = bpy.context
+    name = system.source.name + SUFFIXES[BONES]
+    armature = transaction.created(bpy.data.armatures.new(name))
+    ob = bpy.data.objects.new(name, armature)
+    transaction.add_object(ob, system.source, BONES)
+    names = bone_names(system)
+    joints = system.link_point
+    rest_points = system.points[0].astype(np.float64)
+    rest_rotations = system.link_rotations[0]
+    parents = system.link_parent
+
+    view_layer = context.view_layer
+    previous_active = view_layer.objects.active
+    selected = [o for o in view_layer.objects if o.select_get()]
+    context.scene.collection.objects.link(ob)
+    # Edit mode takes in every selected object of the active one's type: only the new armature.
+    for other in selected:
+        other.select_set(False)
+    view_layer.objects.active = ob
+    try:
+        bpy.ops.object.mode_set(mode="EDIT")
+        bones = []
+        for index, bone_name in enumerate(names):
+            bone = armature.edit_bones.new(bone_name)
+            # A new bone has no length, and Blender deletes zero-length bones on leaving edit
+            # mode; the matrix then sets head, direction and roll, the length the tail.
+            bone.tail = (0.0, 1.0, 0.0)
+            matrix = np.eye(4)
+            matrix[:3, :3] = rest_rotations[index]
+            matrix[:3, 3] = rest_points[joints[index]]
+            bone.matrix = Matrix(matrix.tolist())
+            bone.length = float(
+                np.linalg.norm(rest_points[joints[index] + 1] - rest_points[joints[index]])
+            )
+            bones.append(bone)
+        for index, parent in enumerate(parents):
+            if parent >= 0:
+                bones[index].parent = bones[parent]
+                bones[index].use_connect = bool(joints[parent] + 1 == joints[index])
+    finally:
+        bpy.ops.object.mode_set(mode="OBJECT")
+        context.scene.collection.objects.unlink(ob)
+        view_layer.objects.active = previous_active
+        for other in selected:
+            other.select_set(True)
+
+    rest = np.array([np.array(armature.bones[n].matrix_local) for n in names])
+    _key_bones(ob, name, names, system, rest, transaction)
+    _tag(ob, system, BONES)
+    return ob
+
+
+def _key_bones(
+    ob: bpy.types.Object,
+    action_name: str,
+    names: list[str],
+    system: BakedSystem,
+    rest: np.ndarray,
+    transaction: Transaction,
+) -> None:
+    """Rotation (and, for root bones, location) keys reproducing every simulated link frame.
+
+    A pose bone's matrix is ``pose_parent @ rest_parent⁻¹ @ rest @ basis``; solved for the basis
+    rotation: ``rest_rotᵀ rest_parent_rot pose_parent_rotᵀ pose_rot``.
+    """
+    rotations = system.link_rotations  # (F, L, 3, 3)
+    parents = system.link_parent
+    rest_rotation = rest[:, :3, :3]
+    is_root = parents < 0
+    parent_index = np.where(is_root, 0, parents)
+    relative = np.einsum("lji,ljk->lik", rest_rotation, rest_rotation[parent_index])
+    parent_pose = np.swapaxes(rotations[:, parent_index], -1, -2)
+    local = np.einsum("lij,fljk,flkm->flim", relative, parent_pose, rotations)
+    local[:, is_root] = np.einsum("lji,fljk->flik", rest_rotation[is_root], rotations[:, is_root])
+    quaternions = continuous_quaternions(quaternions_from_matrices(local))
+
+    joints = system.points[:, system.link_point].astype(np.float64)  # (F, L, 3)
+    offsets = joints - rest[None, :, :3, 3]
+    locations = np.einsum("lji,flj->fli", rest_rotation, offsets)
+
+    action, fcurves = new_action(ob, action_name)
+    transaction.created(action)
+    frames = system.frames
+    for index, bone_name in enumerate(names):
+        path = f'pose.bones["{bone_name}"]'
+        for component in range(4):
+            values = quaternions[:, index, component]
+            add_fcurve(fcurves, path + ".rotation_quaternion", component, frames, values)
+        if is_root[index]:
+            for component in range(3):
+                values = locations[:, index, component]
+                add_fcurve(fcurves, path + ".location", component, frames, values)
+
+
+# --- hair curves --------------------------------------------------------------------------------
+
+
+def write_hair_cache(system: BakedSystem, transaction: Transaction) -> bpy.types.Object:
+    """A Curves object and ``//strands_cache/<object>.npy`` with its points at every frame.
+
+    The cache is one ``(frames, points, 3)`` float32 array; the frame handler memory-maps it and
+    reads one frame per frame change, so memory stays flat however long the bake.
+    """
+    name = system.source.name + SUFFIXES[HAIR]
+    folder = transaction.make_folder(os.path.join(os.path.dirname(bpy.data.filepath), CACHE_FOLDER))
+    # File names are cleaned object names; two objects whose names clean alike get two files.
+    taken = transaction.final_files() | {
+        _cache_path(ob)
+        for ob in bpy.data.objects
+        if getattr(ob, BAKE_PROPERTY_GROUP).target == HAIR
+        and getattr(ob, BAKE_PROPERTY_GROUP).source != system.source
+    }
+    stem = bpy.path.clean_name(system.source.name)
+    final = os.path.normpath(os.path.join(folder, stem + ".npy"))
+    copy = 2
+    while final in taken:
+        final = os.path.normpath(os.path.join(folder, f"{stem}_{copy}.npy"))
+        copy += 1
+    partial = f"{final}.partial-{os.getpid()}"
+    transaction.add_file(partial, final)
+    with open(partial, "wb") as file:
+        np.save(file, np.ascontiguousarray(system.points, dtype=np.float32))
+    ob = new_curves_object(
+        name, system.source, system.point_counts, system.point_radius, system.points[0]
+    )
+    transaction.created(ob.data)
+    transaction.add_object(ob, system.source, HAIR)
+    _tag(ob, system, HAIR)
+    getattr(ob, BAKE_PROPERTY_GROUP).cache_file = bpy.path.relpath(final)
+    return ob
+
+
+WRITERS: dict[str, Callable[[BakedSystem, Transaction], bpy.types.Object]] = {
+    SHAPE_KEYS: write_shape_keys,
+    MESH_SHAPE_KEYS: write_mesh_shape_keys,
+    BONES: write_armature,
+    HAIR: write_hair_cache,
+}
+
+
+_open_caches: dict[str, tuple[float, np.ndarray]] = {}
+_reported_missing: set[str] = set()
+
+
+def _cache_path(ob: bpy.types.Object) -> str:
+    return os.path.normpath(bpy.path.abspath(getattr(ob, BAKE_PROPERTY_GROUP).cache_file))
+
+
+def forget_cache(path: str) -> None:
+    """Close a memory-mapped cache (before it is replaced or deleted)."""
+    _open_caches.pop(os.path.normpath(path), None)
+    _reported_missing.discard(os.path.normpath(path))
+
+
+def _cached_positions(path: str) -> np.ndarray:
+    modified = os.path.getmtime(path)
+    opened = _open_caches.get(path)
+    if opened is None or opened[0] != modified:
+        opened = (modified, np.load(path, mmap_mode="r"))
+        _open_caches[path] = opened
+    return opened[1]
+
+
+def apply_hair_caches(scene: bpy.types.Scene) -> None:
+    """Show every baked hair object of the scene at the current frame (frame handler).
+
+    Frames before the bake show its first frame, frames after it its last, as live playback
+    does. A missing or mismatched cache leaves the object as it is and is logged once.
+    """
+    for ob in scene.objects:
+        bake = getattr(ob, BAKE_PROPERTY_GROUP)
+        if ob.type != "CURVES" or bake.target != HAIR:
+            continue
+        path = _cache_path(ob)
+        try:
+            positions = _cached_positions(path)
+        except (OSError, ValueError) as error:
+            if path not in _reported_missing:
+                _reported_missing.add(path)
+                log.warning(
+                    "Oriented Strands: %r cannot read its cache %s: %s", ob.name, path, error
+                )
+            continue
+        index = min(max(scene.frame_current - bake.frame_start, 0), len(positions) - 1)
+        points = ob.data.attributes["position"].data
+        if positions.shape[1:] != (len(points), 3):
+            if path not in _reported_missing:
+                _reported_missing.add(path)
+                log.warning(
+                    "Oriented Strands: %r has %d points but its cache %s holds %d",
+                    ob.name,
+                    len(points),
+                    path,
+                    positions.shape[1],
+                )
+            continue
+        points.foreach_set("vector", np.ascontiguousarray(positions[index]).ravel())
+        ob.data.update_tag()
+
+
+def clear_open_caches() -> None:
+    """Close every memory-mapped cache (a file was loaded, or the extension is disabled)."""
+    _open_caches.clear()
+    _reported_missing.clear()

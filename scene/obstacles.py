@@ -1,0 +1,134 @@
+"""Obstacle objects of the scene as the engine's collision shapes (``core.obstacles``).
+
+An obstacle is a Mesh object with *Strand Obstacle* on. Its shape is read once, at the strand
+system's start frame, from the evaluated mesh in the object's own axes with the object's scale
+applied (the engine's obstacles are rigid: they move and turn, they do not deform):
+
+- **Mesh**: the closed triangle mesh, as a signed-distance grid (``TriangleMesh``) of the chosen
+  cell size (a 48th of the mesh's largest dimension when 0);
+- **Sphere**: the smallest ball about the object's origin holding every vertex;
+- **Capsule**: along the object's local Z, from the lowest to the highest vertex, with the radius
+  of the vertex farthest from that axis;
+- **Plane**: the object's local XY plane, solid below (local −Z).
+
+The obstacles' world transforms are sampled at every frame with the strands' roots; their
+velocities at each substep come from the same C² interpolation as the roots' (a
+``BaseTrajectory`` of the obstacle transforms), so an animated obstacle hits with its real speed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+
+from ..core.obstacles import Capsule, Material, Plane, Sphere, TriangleMesh
+from .errors import SceneInputError
+from .geometry import rigid_part
+from .inputs import mesh_triangles
+
+# A mesh's grid cell when none is set: this fraction of its largest dimension.
+DEFAULT_CELLS_ACROSS = 48
+OBSTACLE_GROUP = "oriented_strands_obstacle"
+
+
+@dataclass(frozen=True)
+class ObstacleShapes:
+    """The obstacles of one strand system: engine shapes and where each comes from.
+
+    Attributes
+    ----------
+    shapes : tuple of Plane, Sphere, Capsule or TriangleMesh
+    names : tuple of str
+        The obstacle objects' names, in the order of ``shapes``.
+    """
+
+    shapes: tuple
+    names: tuple
+
+
+def obstacle_objects(
+    scene: bpy.types.Scene, collection: bpy.types.Collection | None
+) -> list[bpy.types.Object]:
+    """Mesh objects with *Strand Obstacle* on, of ``collection`` (the whole scene's when None),
+    sorted by name."""
+    objects = collection.all_objects if collection is not None else scene.objects
+    return sorted(
+        (ob for ob in objects if ob.type == "MESH" and getattr(ob, OBSTACLE_GROUP).use_obstacle),
+        key=lambda ob: ob.name,
+    )
+
+
+def read_obstacle_shapes(
+    objects: list[bpy.types.Object], depsgraph: bpy.types.Depsgraph
+) -> ObstacleShapes:
+    """Each obstacle object's shape at the depsgraph's frame (raises :class:`SceneInputError`
+    naming the object for an empty or unusable mesh)."""
+    return ObstacleShapes(
+        tuple(_shape(ob, depsgraph) for ob in objects), tuple(ob.name for ob in objects)
+    )
+
+
+def obstacle_matrices(
+    objects: list[bpy.types.Object], depsgraph: bpy.types.Depsgraph
+) -> np.ndarray:
+    """Rigid world transforms (K, 4, 4) of the obstacle objects at the depsgraph's frame."""
+    if not objects:
+        return np.zeros((0, 4, 4))
+    return rigid_part(
+        np.stack([np.array(ob.evaluated_get(depsgraph).matrix_world) for ob in objects])
+    )
+
+
+def obstacle_fingerprint(objects: list[bpy.types.Object]) -> str:
+    """A digest of the obstacle objects' settings and original mesh data: when it changes, the
+    shapes read at the start frame no longer hold."""
+    digest = hashlib.blake2b(digest_size=16)
+    for ob in objects:
+        props = getattr(ob, OBSTACLE_GROUP)
+        settings = (ob.name, props.shape, props.cell_size, props.restitution)
+        digest.update(repr((*settings, props.static_friction, props.dynamic_friction)).encode())
+        co = np.empty(len(ob.data.vertices) * 3)
+        ob.data.vertices.foreach_get("co", co)
+        digest.update(co.tobytes())
+        digest.update(repr([(m.name, m.type, m.show_viewport) for m in ob.modifiers]).encode())
+    return digest.hexdigest()
+
+
+def _shape(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph):
+    props = getattr(ob, OBSTACLE_GROUP)
+    material = Material(
+        restitution=float(props.restitution),
+        static_friction=float(props.static_friction),
+        dynamic_friction=float(props.dynamic_friction),
+    )
+    if props.shape == "PLANE":
+        return Plane(material=material, name=ob.name)
+    vertices, triangles = _scaled_mesh(ob, depsgraph)
+    if props.shape == "SPHERE":
+        radius = float(np.linalg.norm(vertices, axis=1).max())
+        return Sphere(radius, material=material, name=ob.name)
+    if props.shape == "CAPSULE":
+        radius = float(np.hypot(vertices[:, 0], vertices[:, 1]).max())
+        bottom, top = float(vertices[:, 2].min()) + radius, float(vertices[:, 2].max()) - radius
+        if bottom > top:  # Shorter than it is wide: a ball.
+            bottom = top = 0.5 * (bottom + top)
+        return Capsule((0.0, 0.0, bottom), (0.0, 0.0, top), radius, material=material, name=ob.name)
+    cell = float(props.cell_size)
+    if cell <= 0:
+        cell = float(np.ptp(vertices, axis=0).max()) / DEFAULT_CELLS_ACROSS
+    return TriangleMesh(vertices, triangles, cell, material=material, name=ob.name)
+
+
+def _scaled_mesh(
+    ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph
+) -> tuple[np.ndarray, np.ndarray]:
+    """Evaluated vertices (V, 3) in the object's axes with its scale applied, and triangles."""
+    co, triangles, matrix = mesh_triangles(ob, depsgraph)
+    if len(triangles) == 0:
+        raise SceneInputError(f"obstacle {ob.name!r} has no faces to collide with")
+    # matrix = [R S | t] with R the rotation of its rigid part, so S = Rᵀ times the linear part.
+    stretch = rigid_part(matrix[None])[0, :3, :3].T @ matrix[:3, :3]
+    return co @ stretch.T, triangles

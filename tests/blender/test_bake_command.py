@@ -1,0 +1,117 @@
+"""The headless entry point (`python -m oriented_strands.bake`) does what the operators do."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+pytest.importorskip("alembic3d")
+
+from alembic_samples import read_positions  # noqa: E402
+from scene_builders import saved_swinging_tree, select_only  # noqa: E402
+
+FRAMES = 8
+
+
+@pytest.fixture
+def tree(factory_scene, tmp_path, extension):
+    return saved_swinging_tree(factory_scene, tmp_path, FRAMES)
+
+
+def test_the_command_writes_the_same_files_as_the_operators(tree, tmp_path):
+    farm = tmp_path / "farm"
+    farm.mkdir()
+    shutil.copy(tmp_path / "tree.blend", farm / "tree.blend")
+
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    assert bpy.ops.oriented_strands.export_alembic_hair(filepath=str(tmp_path / "hair.abc")) == {
+        "FINISHED"
+    }
+
+    environment = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
+    command = [sys.executable, "-m", "oriented_strands.bake", str(farm / "tree.blend")]
+    command += ["--target", "hair", "--alembic", "//hair.abc", "--save"]
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "frame 8 (8/8)" in done.stdout
+    assert f"wrote alembic {farm / 'hair.abc'}" in done.stdout
+
+    np.testing.assert_array_equal(
+        np.load(farm / "strands_cache" / "tree.npy"),
+        np.load(tmp_path / "strands_cache" / "tree.npy"),
+    )
+    ours = read_positions(str(tmp_path / "hair.abc"))["tree_baked_hair"]
+    theirs = read_positions(str(farm / "hair.abc"))["tree_baked_hair"]
+    np.testing.assert_array_equal(theirs[0], ours[0])
+    np.testing.assert_array_equal(theirs[1], ours[1])
+
+    # The saved file holds the baked object, playing its cache.
+    bpy.ops.wm.open_mainfile(filepath=str(farm / "tree.blend"))
+    assert bpy.data.objects["tree_baked_hair"].oriented_strands_bake.frame_end == FRAMES
+
+
+def test_a_frame_range_and_several_targets_in_one_run(tree, tmp_path, capsys):
+    from oriented_strands import bake
+
+    status = bake.main(
+        [str(tmp_path / "tree.blend"), "--frames", "3-6", "--target", "bones"]
+        + ["--target", "shape_keys", "--objects", "tree", "--save-as", str(tmp_path / "out.blend")]
+    )
+    assert status == 0, capsys.readouterr().err
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "out.blend"))
+    keys = bpy.data.objects["tree_shape_keys"].data.shape_keys.key_blocks
+    assert [k.name for k in keys] == [
+        "Basis",
+        "frame_0003",
+        "frame_0004",
+        "frame_0005",
+        "frame_0006",
+    ]
+    assert len(bpy.data.objects["tree_rig"].data.bones) == 9
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--objects", "trunk"], "no object 'trunk' in scene 'Scene'; its strand systems: 'tree'"),
+        (["--objects", "tree_strands"], "no strand system on the object 'tree_strands'"),
+        (["--frames", "9-2"], "frame range '9-2' ends before it starts"),
+        (["--frames", "start-9"], "'start-9' is not a frame range"),
+        (["--target", "bones", "--alembic", "x.abc"], "--alembic needs exactly one --target"),
+        (["--alembic", "//missing/hair.abc"], "--alembic: no folder"),
+    ],
+)
+def test_bad_requests_fail_with_a_clear_message(tree, tmp_path, capsys, arguments, message):
+    from oriented_strands import bake
+
+    blend = tmp_path / "tree.blend"
+    before = blend.read_bytes()
+    status = bake.main([str(blend), "--target", "hair", *arguments])
+    assert status != 0
+    assert message in capsys.readouterr().err
+    assert blend.read_bytes() == before
+    assert not (tmp_path / "strands_cache").exists()
+
+
+def test_a_missing_file_fails_with_a_clear_message(extension, tmp_path, capsys):
+    from oriented_strands import bake
+
+    assert bake.main([str(tmp_path / "none.blend"), "--target", "hair"]) == 1
+    assert "no .blend file at" in capsys.readouterr().err
+
+
+def test_an_engine_failure_exits_non_zero(tree, tmp_path, capsys, monkeypatch):
+    from oriented_strands import bake
+    from oriented_strands.core import Simulation, SimulationDivergedError
+
+    def diverging(self, dt, base, **inputs):
+        raise SimulationDivergedError("Newton did not converge")
+
+    monkeypatch.setattr(Simulation, "advance", diverging)
+    assert bake.main([str(tmp_path / "tree.blend"), "--target", "bones"]) == 1
+    assert "frame 2: Newton did not converge" in capsys.readouterr().err
