@@ -72,29 +72,36 @@ _FIELD_CONTROL = ("wind_velocity", "external_force")
 
 class _Inputs:
     """What drives the steps at a time: the base motion and the control fields animated by
-    callables (parameters, the target pose), each time sampled once.
+    callables (parameters, the target pose).
 
-    Samples are taken one at a time, from whichever thread steps a group of trees (the halves of
-    a subdivided step need times that were not sampled in advance): the sources need not be
+    The substeps' end ``times`` are sampled once each and kept, as every group of trees steps to
+    them; other times (the halves of a subdivided step) are sampled whenever asked. Samples are
+    taken one at a time, from whichever thread steps a group: the sources need not be
     thread-safe, but must not need one particular thread.
     """
 
     def __init__(
-        self, base: BaseSource, animate: Callable[[float], list[str]], control: Control
+        self,
+        base: BaseSource,
+        animate: Callable[[float], list[str]],
+        control: Control,
+        times: list[float],
     ) -> None:
         self._base, self._animate, self._control = base, animate, control
         self._lock = threading.Lock()
-        self._samples: dict[float, tuple[BaseMotion, dict[str, Any]]] = {}
+        self._kept: dict[float, tuple[BaseMotion, dict[str, Any]] | None] = dict.fromkeys(times)
 
     def __call__(self, time: float) -> tuple[BaseMotion, dict[str, Any]]:
         """The base motion and the animated control fields (the whole model's) at ``time``."""
         with self._lock:
-            if time not in self._samples:
+            sample = self._kept.get(time)
+            if sample is None:
                 motion = self._base(time) if callable(self._base) else self._base
                 names = self._animate(time)
-                fields = {name: getattr(self._control, name) for name in names}
-                self._samples[time] = (motion, fields)
-            return self._samples[time]
+                sample = (motion, {name: getattr(self._control, name) for name in names})
+                if time in self._kept:
+                    self._kept[time] = sample
+            return sample
 
 
 def _drive(
@@ -485,9 +492,12 @@ class Simulation:
         if pose is not None and not callable(pose):
             self.control.set_pose(self.model, pose)
         animated_pose = pose if callable(pose) else None
-        inputs = _Inputs(base, lambda t: self._sample_animation(t, animated_pose), self.control)
+        times = [start + k * h for k in range(1, substeps + 1)]
+        inputs = _Inputs(
+            base, lambda t: self._sample_animation(t, animated_pose), self.control, times
+        )
         if self._groups:
-            return self._advance_groups(dt, inputs, fields)
+            return self._advance_groups(dt, inputs, fields, times)
         drive = functools.partial(_drive, self.model, self.data, self.control, None, inputs, fields)
         self.state, self._spare, self.stats = _advance(
             self.model,
@@ -504,17 +514,18 @@ class Simulation:
         self.state.time = start + dt
         return self.stats
 
-    def _advance_groups(self, dt: float, inputs: _Inputs, fields: ForceFields | None) -> StepStats:
+    def _advance_groups(
+        self, dt: float, inputs: _Inputs, fields: ForceFields | None, times: list[float]
+    ) -> StepStats:
         """:meth:`advance` with the groups of trees stepped concurrently, one thread each.
 
         The bases, the animated parameters and the animated pose are sampled here for every
         substep (a subdivided step's halves are sampled from the group's thread); force fields
         depend on the links' positions, so each group evaluates them on its own trees.
         """
-        substeps = int(self.settings.substeps)
+        substeps = len(times)
         h = dt / substeps
         start = self.state.time
-        times = [start + k * h for k in range(1, substeps + 1)]
         for t in times:
             inputs(t)
         for group in self._groups:

@@ -200,17 +200,24 @@ def test_a_step_that_keeps_failing_is_halved_down_to_the_depth_limit_and_names_t
         substeps=1, newton_max_iterations=1, subdivision_threshold=1e-12, max_subdivision_depth=2
     )
     sim = Simulation(model, settings, gravity=(9.81, 0.0, 0.0))
-    sampled = []
+    sampled, animated = [], []
 
     def base(t):
         sampled.append(t)
         return BaseMotion.still(np.eye(4)[None])
 
+    def drag(t):
+        animated.append(t)
+        return 0.0
+
+    sim.set_parameter("drag", drag)
     message = r"strand [01] \('hair[01]'\).*halved 2 times"
     with pytest.raises(SimulationDivergedError, match=message):
         sim.advance(0.25, base)
-    # The whole step, its first half, then the first quarter, where the depth limit is reached.
+    # The whole step, its first half, then the first quarter, where the depth limit is reached;
+    # animated parameters are sampled with the base (and once when set).
     assert sampled == [0.25, 0.125, 0.0625]
+    assert animated == [0.0, 0.25, 0.125, 0.0625]
     assert sim.time == 0.0
 
 
