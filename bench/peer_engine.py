@@ -71,7 +71,9 @@ def array_bytes(*roots: Any) -> int:
     """Bytes of the distinct arrays reachable from ``roots`` through the engine's own objects.
 
     Follows dataclass fields and attributes of objects defined by the engine, and the items of
-    lists, tuples and dicts; never enters modules (a backend holds its array module).
+    lists, tuples and dicts; never enters modules (a backend holds its array module). A view
+    counts as the array it views, once (the groups of trees of a threaded simulation work in
+    views of the whole model's workspace).
     """
     seen: set[int] = set()
     total = 0
@@ -82,7 +84,13 @@ def array_bytes(*roots: Any) -> int:
             continue
         seen.add(id(item))
         if hasattr(item, "nbytes") and hasattr(item, "dtype"):
-            total += int(item.nbytes)
+            owner = item
+            while getattr(owner, "base", None) is not None:
+                owner = owner.base
+            if owner is not item:
+                pending.append(owner)
+            else:
+                total += int(item.nbytes)
         elif isinstance(item, (list, tuple)):
             pending.extend(item)
         elif isinstance(item, dict):

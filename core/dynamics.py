@@ -57,7 +57,8 @@ class Data:
     UDinv : (6, 3, N) ``U Dinv = IA S Dinv`` (``IA`` need not be symmetric)
     DinvWt : (3, 6, N) ``Dinv Wᵀ = Dinv Sᵀ IA``
     Dinv : (3, 3, N) inverse joint-space articulated inertias
-    IA : (6, 6, N) articulated inertias (consumed by :func:`factorize`)
+    IA : (N, 6, 6) articulated inertias, batch first for the factorisation's batched matrix
+        products (consumed by :func:`factorize`)
     pA : (6, N) articulated bias forces of a solve
     u : (3, N) joint-space bias of a solve
     x : (3, N) solution of a solve
@@ -65,6 +66,8 @@ class Data:
     dw : (3, N) joint-velocity change of the last implicit step, rad/s: the next step's Newton
         iteration starts from ``w + dw`` (zero after allocation; :meth:`.Simulation.reset`
         clears it)
+    tree_update : (n_trees,) largest joint-velocity update of each tree in the last Newton
+        iteration of the last implicit step, rad/s
     """
 
     orientation: Any
@@ -87,6 +90,7 @@ class Data:
     x: Any
     solve_a: Any
     dw: Any
+    tree_update: Any
 
     @classmethod
     def for_model(cls, model: Model) -> Data:
@@ -100,8 +104,32 @@ class Data:
             orientation=empty(4), oR=empty(3, 3), op=empty(3), r=empty(3), c=empty(3),
             v=empty(6), a=empty(6), f=empty(6), tau=empty(3), joint_velocity=empty(6),
             S=empty(6, 3), UDinv=empty(6, 3), DinvWt=empty(3, 6), Dinv=empty(3, 3),
-            IA=empty(6, 6), pA=empty(6), u=empty(3), x=empty(3), solve_a=empty(6), dw=empty(3),
+            IA=xp.zeros((n, 6, 6), dtype=dtype), pA=empty(6), u=empty(3), x=empty(3),
+            solve_a=empty(6), dw=empty(3), tree_update=xp.zeros(model.n_trees, dtype=dtype),
         )  # fmt: skip
+
+    @classmethod
+    def sharing(cls, model: Model, whole: Data, start: int) -> Data:
+        """A workspace for ``model`` made of links ``start:start + model.n_links`` of another
+        model's workspace ``whole`` (views), except for what outlives a step (``dw`` and
+        ``tree_update``), which is its own.
+
+        Every other field is scratch that a pass fills before reading, so models that never run
+        passes at the same time as ``whole``'s (the groups of trees of a
+        :class:`.Simulation`, which step in disjoint slices) need no memory of their own for it.
+        """
+        links = slice(start, start + model.n_links)
+        xp, dtype, n = model.xp, model.backend.float, model.n_links
+        views = {
+            name: array[links] if name == "IA" else array[..., links]
+            for name, array in vars(whole).items()
+            if name not in ("dw", "tree_update")
+        }
+        return cls(
+            **views,
+            dw=xp.zeros((3, n), dtype=dtype),
+            tree_update=xp.zeros(model.n_trees, dtype=dtype),
+        )
 
 
 # --- addressing parents -------------------------------------------------------------------------
@@ -374,7 +402,8 @@ def _spring_torque(xp: Any, deviation: Any, k_x: Any, k_z: Any, k_t: Any) -> Any
     ``n = |(w, y)|``, the twist is ``(w, 0, y, 0) / n`` and the swing ``(n, (wx - yz)/n, 0,
     (wz + xy)/n)``, so both are written out here instead of being formed as quaternions. Bend
     ``-2 (K_x b_x, 0, K_z b_z) tan(theta_b/2)``, twist ``-2 K_t tan(theta_t/2)``; the factor 2
-    makes each ``K`` (N,), N·m/rad, the small-angle stiffness.
+    makes each ``K`` (N,), N·m/rad, the small-angle stiffness. With isotropic bending the torque
+    is minus the gradient of the energy ``-4 K_b ln cos(theta_b/2) - 4 K_t ln cos(theta_t/2)``.
     """
     p = spatial.quat_normalize(xp, deviation)
     w, x, y, z = p[0], p[1], p[2], p[3]
@@ -391,12 +420,17 @@ def _spring_torque(xp: Any, deviation: Any, k_x: Any, k_z: Any, k_t: Any) -> Any
     tan_twist = xp.where(degenerate, 0.0, y / xp.maximum(w, 1e-6 * safe))
     swing_w = xp.maximum(sw, 1e-6)
     twist_scale = (-2.0 * k_t) * tan_twist
-    # The twist axis seen from the child frame: R(swing)^T y.
+    # The twist torque is minus the gradient of the twist energy -4 K_t ln cos(theta_t/2) (the
+    # integral of eq. 18) with respect to the joint's rotation: theta_t changes by (sz/n, 1,
+    # -sx/n) per unit rotation about the child's axes. Applying tan(theta_t/2) about the twist
+    # axis R(swing)^T y instead, as a torque, is not a gradient once the joint also bends: past
+    # a quarter turn of swing its axial part even reverses, and it feeds energy into a bent and
+    # twisted strand until it blows up, at any step size.
     return xp.stack(
         (
-            (-2.0 / swing_w) * k_x * sx + twist_scale * (2 * sw * sz),
-            twist_scale * (1 - 2 * (sx * sx + sz * sz)),
-            (-2.0 / swing_w) * k_z * sz - twist_scale * (2 * sw * sx),
+            (-2.0 / swing_w) * k_x * sx + twist_scale * (sz / swing_w),
+            twist_scale,
+            (-2.0 / swing_w) * k_z * sz - twist_scale * (sx / swing_w),
         )
     )
 
@@ -542,29 +576,37 @@ def factorize(
     xp = model.xp
     data.S[:3] = data.oR
     data.S[3:] = cross(xp, data.r[:, None], data.oR)
-    _link_inertia(model, data, control, velocity_step, data.IA)
+    # The per-level products of small matrices run as batched matrix products, several times
+    # faster than contractions over leading axes; they need the batch axis first, hence the
+    # layout of data.IA and a batch-first copy of the subspaces.
+    IA_links = data.IA
+    _link_inertia(model, data, control, velocity_step, IA_links.transpose(1, 2, 0))
     if link_block is not None:
-        data.IA += link_block
+        IA_links += link_block.transpose(2, 0, 1)
+    S_links = xp.ascontiguousarray(data.S.transpose(2, 0, 1))
+    St_links = S_links.transpose(0, 2, 1)
+    blocks = joint_block.transpose(2, 0, 1)
     for depth in range(model.n_levels - 1, -1, -1):
         level = model.level_slices[depth]
-        S = data.S[:, :, level]
-        IA = data.IA[:, :, level]
-        U = xp.einsum("ijn,jkn->ikn", IA, S)
-        Dinv = inverse3(xp, xp.einsum("jin,jkn->ikn", S, U) + joint_block[:, :, level])
+        IA, S, St = IA_links[level], S_links[level], St_links[level]
+        U = IA @ S
+        StIA = St @ IA
+        Dinv = inverse3(xp, (St @ U + blocks[level]).transpose(1, 2, 0)).transpose(2, 0, 1)
         # Dinv Wᵀ = Dinv Sᵀ IA, kept instead of W: the solve's forward sweep then needs one
         # product per level fewer.
-        DinvWt = xp.einsum("ijn,jkn->ikn", Dinv, xp.einsum("jin,jkn->ikn", S, IA))
-        data.UDinv[:, :, level] = xp.einsum("ijn,jkn->ikn", U, Dinv)
-        data.Dinv[:, :, level] = Dinv
-        data.DinvWt[:, :, level] = DinvWt
+        DinvWt = Dinv @ StIA
+        UDinv = U @ Dinv
+        data.Dinv[:, :, level] = Dinv.transpose(1, 2, 0)
+        data.DinvWt[:, :, level] = DinvWt.transpose(1, 2, 0)
+        data.UDinv[:, :, level] = UDinv.transpose(1, 2, 0)
         if depth:
-            reduced = IA - xp.einsum("ikn,kjn->ijn", U, DinvWt)
+            reduced = IA - UDinv @ StIA
             parents = model.level_parent_slice[depth]
             if parents is not None:
-                data.IA[:, :, parents] += reduced
+                IA_links[parents] += reduced
             else:
                 for children, parents in model.child_rounds[depth]:
-                    data.IA[:, :, parents] += reduced[:, :, children]
+                    IA_links[parents] += reduced[children]
 
 
 def solve(model: Model, data: Data, b: Any) -> Any:

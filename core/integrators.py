@@ -49,6 +49,12 @@ class SolverSettings:
         joint rotations of a converged substep are then within ``h * tolerance`` rad of the
         backward-Euler solution).
     newton_max_iterations : int
+    subdivision_threshold : float, rad/s
+        A step whose Newton iteration stops at its cap with an update still above this did not
+        converge (or diverged); :class:`.Simulation` then redoes it as two half steps.
+    max_subdivision_depth : int
+        How many times a step may be halved (down to ``h / 2**depth``) before
+        :class:`.Simulation` gives up with :class:`.SimulationDivergedError`; 0 never subdivides.
     threads : int or None
         How many groups of trees :class:`.Simulation` steps concurrently, one thread each; None
         picks one per core (at most two) for large models on the NumPy backend and one otherwise
@@ -59,6 +65,8 @@ class SolverSettings:
     substeps: int = 4
     newton_tolerance: float = 1e-4
     newton_max_iterations: int = 8
+    subdivision_threshold: float = 1e-2
+    max_subdivision_depth: int = 5
     threads: int | None = None
 
     def __post_init__(self) -> None:
@@ -74,18 +82,41 @@ class SolverSettings:
             raise InvalidInputError(
                 f"newton_max_iterations must be at least 1, got {self.newton_max_iterations}"
             )
+        if not (np.isfinite(self.subdivision_threshold) and self.subdivision_threshold > 0):
+            raise InvalidInputError(
+                f"subdivision_threshold must be a positive number, got {self.subdivision_threshold}"
+            )
+        if int(self.max_subdivision_depth) < 0:
+            raise InvalidInputError(
+                f"max_subdivision_depth must be at least 0, got {self.max_subdivision_depth}"
+            )
         if self.threads is not None and int(self.threads) < 1:
             raise InvalidInputError(f"threads must be at least 1 or None, got {self.threads}")
 
 
 @dataclass(frozen=True)
 class StepStats:
-    """What the last step did: Newton iterations used and the final residual's largest entry
-    (N·m; NaN where the step was asked not to report it; for the explicit method the iteration
-    count is 0 and the residual is not computed)."""
+    """What the last step did.
+
+    Attributes
+    ----------
+    iterations : int
+        Newton iterations used (0 for the explicit method).
+    residual_norm : float, N·m
+        The final residual's largest entry; NaN where the step was asked not to report it, 0 for
+        the explicit method (not computed).
+    largest_update : float, rad/s
+        The largest joint-velocity update of the last Newton iteration (0 for the explicit
+        method): at most ``newton_tolerance`` when every tree converged.
+    subdivisions : int
+        How many steps :meth:`.Simulation.advance` redid as two half steps (see
+        ``SolverSettings.subdivision_threshold``).
+    """
 
     iterations: int
     residual_norm: float
+    largest_update: float = 0.0
+    subdivisions: int = 0
 
 
 def integrate_rotation(xp: Any, q: Any, w: Any, h: float) -> Any:
@@ -190,12 +221,13 @@ def step_implicit(
         # Converged trees keep their velocities: their updates are below the tolerance already.
         w_new = w_new + xp.where(converged[model.link_tree], 0.0, step)
         converged = converged | (change <= settings.newton_tolerance)
-        # One explicit device-to-host transfer per iteration: the largest update (to catch a
-        # diverging step) and whether every tree has converged.
-        largest, finished = to_host(
-            xp.stack((xp.max(change), xp.all(converged).astype(change.dtype)))
+        # One explicit device-to-host transfer per iteration: the largest update, whether every
+        # tree has converged, and the largest step taken (the mixed step can overflow where the
+        # update did not).
+        largest, finished, largest_step = to_host(
+            xp.stack((xp.max(change), xp.all(converged).astype(change.dtype), xp.max(xp.abs(step))))
         )
-        if not np.isfinite(largest):
+        if not (np.isfinite(largest) and np.isfinite(largest_step)):
             _raise_diverged(model, w_new)
         if finished or iterations >= int(settings.newton_max_iterations):
             break
@@ -207,8 +239,9 @@ def step_implicit(
         r = residual(model, data, state, q_new, w_new, control, h)
         residual_norm = float(to_host(xp.max(xp.abs(r))))
     data.dw[...] = w_new - state.w
+    data.tree_update[...] = change
     _finish(model, state, control, q_new, w_new, h, out)
-    return StepStats(iterations, residual_norm)
+    return StepStats(iterations, residual_norm, float(largest))
 
 
 # How many past updates Anderson acceleration mixes; three is the usual sweet spot.

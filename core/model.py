@@ -259,36 +259,57 @@ def _describe(index: int, spec: StrandSpec) -> str:
     return f"strand {index}" + (f" ({spec.name!r})" if spec.name else "")
 
 
-def _validated_points(index: int, spec: StrandSpec) -> np.ndarray:
-    try:
-        points = np.asarray(spec.points, dtype=np.float64)
-    except (TypeError, ValueError) as error:
+def _validated_points(specs: Sequence[StrandSpec]) -> tuple[np.ndarray, np.ndarray]:
+    """Every strand's points, concatenated in strand order (n_points, 3), and the strand offsets
+    into them (n_strands + 1,); rejects a strand whose points are malformed.
+
+    The shape of each strand is checked on its own; finiteness and segment lengths are checked
+    on all points at once, and the first offending strand is named.
+    """
+    arrays = []
+    for index, spec in enumerate(specs):
+        try:
+            points = np.asarray(spec.points, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise InvalidStrandError(
+                f"{_describe(index, spec)}: points are not numbers ({error})"
+            ) from error
+        if points.ndim != 2 or points.shape[1] != 3:
+            raise InvalidStrandError(
+                f"{_describe(index, spec)}: points must have shape (P, 3), got {points.shape}"
+            )
+        if points.shape[0] < 2:
+            raise InvalidStrandError(
+                f"{_describe(index, spec)}: needs at least 2 points, got {points.shape[0]}"
+            )
+        arrays.append(points)
+    offsets = np.concatenate(([0], np.cumsum([len(points) for points in arrays]))).astype(np.int64)
+    points = np.concatenate(arrays)
+
+    def locate(point: int) -> tuple[int, int]:
+        strand = int(np.searchsorted(offsets, point, side="right") - 1)
+        return strand, point - int(offsets[strand])
+
+    finite = np.isfinite(points).all(axis=1)
+    if not finite.all():
+        strand, point = locate(int(np.argmin(finite)))
         raise InvalidStrandError(
-            f"{_describe(index, spec)}: points are not numbers ({error})"
-        ) from error
-    if points.ndim != 2 or points.shape[1] != 3:
-        raise InvalidStrandError(
-            f"{_describe(index, spec)}: points must have shape (P, 3), got {points.shape}"
+            f"{_describe(strand, specs[strand])}: point {point} is not finite "
+            f"({arrays[strand][point].tolist()})"
         )
-    if points.shape[0] < 2:
-        raise InvalidStrandError(
-            f"{_describe(index, spec)}: needs at least 2 points, got {points.shape[0]}"
-        )
-    bad = ~np.isfinite(points).all(axis=1)
-    if bad.any():
-        raise InvalidStrandError(
-            f"{_describe(index, spec)}: point {int(np.argmax(bad))} is not finite "
-            f"({points[int(np.argmax(bad))].tolist()})"
-        )
-    lengths = np.linalg.norm(np.diff(points, axis=0), axis=1)
-    short = lengths < MIN_SEGMENT_LENGTH
+    # Segment k of the concatenation joins points k and k + 1; those across two strands are not
+    # segments.
+    segments = np.diff(points, axis=0)
+    short = np.sqrt(np.einsum("ij,ij->i", segments, segments)) < MIN_SEGMENT_LENGTH
+    short[offsets[1:-1] - 1] = False
     if short.any():
-        segment = int(np.argmax(short))
+        strand, segment = locate(int(np.argmax(short)))
+        length = float(np.linalg.norm(segments[int(np.argmax(short))]))
         raise InvalidStrandError(
-            f"{_describe(index, spec)}: segment {segment} (points {segment} to {segment + 1}) "
-            f"has zero length ({lengths[segment]:.3g} m)"
+            f"{_describe(strand, specs[strand])}: segment {segment} (points {segment} to "
+            f"{segment + 1}) has zero length ({length:.3g} m)"
         )
-    return points
+    return points, offsets
 
 
 def _strand_depths(specs: Sequence[StrandSpec], link_counts: list[int], n_bases: int) -> list[int]:
@@ -356,49 +377,39 @@ def _per_link(name: str, value: Any, n_links: int, columns: int | None = None) -
 
 
 def _rest_frames(
-    specs: Sequence[StrandSpec], points: list[np.ndarray], base_rest_poses: np.ndarray
-) -> list[np.ndarray]:
-    """World rest rotation (n, 3, 3) of every link of every strand.
+    directions: np.ndarray,
+    link_offsets: np.ndarray,
+    generation: np.ndarray,
+    attachment: np.ndarray,
+    root_frames: np.ndarray,
+) -> np.ndarray:
+    """World rest rotation (n_links, 3, 3) of every link, strand order.
 
     Each link's frame is its predecessor's (the base frame, or the parent link's for a branch)
     parallel-transported onto the link's segment, so twist-free rest frames follow the curve.
-    Strands are handled in waves (roots, then branches whose parents are done), vectorised
-    over the strands of a wave and looping over link positions.
+    ``directions`` (n_links, 3) are the unit segment directions; strands are handled by
+    ``generation`` (root strands, then branches on them, ...), each generation vectorised over
+    its strands and looping over link positions; ``attachment`` is the strand-order link each
+    branch grows from, and ``root_frames`` (n_strands, 3, 3) the base frame of each root strand.
     """
-    frames: list[np.ndarray | None] = [None] * len(specs)
-    tangents = [
-        np.diff(p, axis=0) / np.linalg.norm(np.diff(p, axis=0), axis=1, keepdims=True)
-        for p in points
-    ]
-    pending = list(range(len(specs)))
-    while pending:
-        wave = [
-            s
-            for s in pending
-            if specs[s].parent is None or frames[int(specs[s].parent[0])] is not None
-        ]
-        pending = [s for s in pending if s not in set(wave)]
-        current = np.stack(
-            [
-                base_rest_poses[int(specs[s].base), :3, :3]
-                if specs[s].parent is None
-                else frames[int(specs[s].parent[0])][int(specs[s].parent[1])]
-                for s in wave
-            ]
-        )
-        counts = np.array([len(tangents[s]) for s in wave])
-        padded = np.zeros((len(wave), counts.max(), 3))
-        for row, s in enumerate(wave):
-            padded[row, : counts[row]] = tangents[s]
-        result = np.empty((len(wave), counts.max(), 3, 3))
-        for k in range(counts.max()):
-            rows = counts > k
-            previous = current[rows]
-            transport = spatial.minimal_rotation(np, previous[:, :, 1].T, padded[rows, k].T)
-            current[rows] = np.einsum("ijn,njk->nik", transport, previous)
-            result[rows, k] = current[rows]
-        for row, s in enumerate(wave):
-            frames[s] = result[row, : counts[row]]
+    frames = np.empty((len(directions), 3, 3))
+    counts = np.diff(link_offsets)
+    for wave_generation in range(int(generation.max()) + 1):
+        # Longest strands first, so the strands still going at link position k are a prefix.
+        wave = np.nonzero(generation == wave_generation)[0]
+        wave = wave[np.argsort(-counts[wave], kind="stable")]
+        if wave_generation:
+            current = frames[attachment[wave]]
+        else:
+            current = root_frames[wave].copy()
+        first, wave_counts = link_offsets[wave], counts[wave]
+        going = np.searchsorted(-wave_counts, -np.arange(int(wave_counts[0])), side="left")
+        for k, rows in enumerate(going):
+            links = first[:rows] + k
+            previous = current[:rows]
+            transport = spatial.minimal_rotation(np, previous[:, :, 1].T, directions[links].T)
+            current[:rows] = transport.transpose(2, 0, 1) @ previous
+            frames[links] = current[:rows]
     return frames
 
 
@@ -524,43 +535,58 @@ def build_model(
         raise InvalidInputError("base_rest_poses must be finite rigid transforms (no scale/shear)")
     n_bases = base_rest_poses.shape[0]
 
-    points = [_validated_points(index, spec) for index, spec in enumerate(specs)]
-    link_counts = [len(p) - 1 for p in points]
-    first_depth = _strand_depths(specs, link_counts, n_bases)
-
-    # Strands sorted so that parents come before their branches (depth of first link).
-    build_order = sorted(range(len(specs)), key=lambda s: first_depth[s])
-    frames = _rest_frames(specs, points, base_rest_poses)
-
+    points, point_offsets = _validated_points(specs)
+    n_strands = len(specs)
+    link_counts = np.diff(point_offsets) - 1
     link_offsets = np.concatenate(([0], np.cumsum(link_counts))).astype(np.int64)
     n_links = int(link_offsets[-1])
-    depth = np.concatenate([first_depth[s] + np.arange(link_counts[s]) for s in range(len(specs))])
+    first_depth = np.asarray(_strand_depths(specs, link_counts.tolist(), n_bases))
+    strand_of = np.repeat(np.arange(n_strands), link_counts)
+    position = np.arange(n_links) - link_offsets[strand_of]  # link index within its strand
+    depth = first_depth[strand_of] + position
 
-    strand_of = np.repeat(np.arange(len(specs)), link_counts)
-    parent_link = np.full(n_links, -1, dtype=np.int64)  # strand order
-    tree_base = np.empty(len(specs), dtype=np.int64)
-    joint_offset = np.empty((n_links, 3))
+    # Segment k of a strand joins its points k and k + 1.
+    point_of_link = point_offsets[strand_of] + position
+    segments = points[point_of_link + 1] - points[point_of_link]
+    lengths = np.sqrt(np.einsum("ij,ij->i", segments, segments))
+
+    # Branches: the strand-order link each grows from; tree bases and generations (how many
+    # branchings from the root strand) follow parents, which come before their branches when
+    # strands are taken by the depth of their first link.
+    is_branch = np.array([spec.parent is not None for spec in specs])
+    strand_parent = np.array([int(spec.parent[0]) if spec.parent else -1 for spec in specs])
+    strand_parent_link = np.array([int(spec.parent[1]) if spec.parent else -1 for spec in specs])
+    attachment = np.where(is_branch, link_offsets[strand_parent] + strand_parent_link, -1)
+    tree_base = np.array([-1 if spec.parent else int(spec.base) for spec in specs], np.int64)
+    generation = np.zeros(n_strands, dtype=np.int64)
+    for strand in np.argsort(first_depth, kind="stable")[np.count_nonzero(~is_branch) :]:
+        tree_base[strand] = tree_base[strand_parent[strand]]
+        generation[strand] = generation[strand_parent[strand]] + 1
+
+    root_frames = base_rest_poses[np.maximum(tree_base, 0), :3, :3]
+    frames = _rest_frames(
+        segments / lengths[:, None], link_offsets, generation, attachment, root_frames
+    )
+
+    # Each link's joint offset and rest rotation relative to its parent frame: the previous link
+    # of its strand, else the link it branches from, else its base.
+    first = link_offsets[:-1]
+    inner = np.nonzero(position > 0)[0]
+    parent_link = np.arange(n_links) - 1  # strand order
+    parent_link[first] = attachment
+    joint_offset = np.zeros((n_links, 3))
+    joint_offset[inner, 1] = lengths[inner - 1]
     rest_rotation = np.empty((n_links, 3, 3))
-    lengths = np.concatenate([np.linalg.norm(np.diff(p, axis=0), axis=1) for p in points])
-    for s in build_order:
-        spec, start = specs[s], link_offsets[s]
-        world = frames[s]
-        if spec.parent is None:
-            tree_base[s] = int(spec.base)
-            parent_rotation = base_rest_poses[tree_base[s], :3, :3]
-            parent_origin = base_rest_poses[tree_base[s], :3, 3]
-        else:
-            parent, link = (int(value) for value in spec.parent)
-            tree_base[s] = tree_base[parent]
-            parent_link[start] = link_offsets[parent] + link
-            parent_rotation = frames[parent][link]
-            parent_origin = points[parent][link]
-        joint_offset[start] = parent_rotation.T @ (points[s][0] - parent_origin)
-        rest_rotation[start] = parent_rotation.T @ world[0]
-        for k in range(1, link_counts[s]):
-            parent_link[start + k] = start + k - 1
-            joint_offset[start + k] = (0.0, lengths[start + k - 1], 0.0)
-            rest_rotation[start + k] = world[k - 1].T @ world[k]
+    rest_rotation[inner] = frames[inner - 1].transpose(0, 2, 1) @ frames[inner]
+    parent_rotation = np.where(is_branch[:, None, None], frames[attachment], root_frames)
+    parent_origin = np.where(
+        is_branch[:, None],
+        points[point_offsets[np.maximum(strand_parent, 0)] + strand_parent_link],
+        base_rest_poses[np.maximum(tree_base, 0), :3, 3],
+    )
+    root_points = points[point_offsets[:-1]]
+    joint_offset[first] = np.einsum("nji,nj->ni", parent_rotation, root_points - parent_origin)
+    rest_rotation[first] = parent_rotation.transpose(0, 2, 1) @ frames[first]
 
     level_major_to_strand = _level_major_order(depth, parent_link)
     link_order = np.empty(n_links, dtype=np.int64)
@@ -568,13 +594,8 @@ def build_model(
 
     # A joint stands for the rod between the midpoints of its neighbouring segments; at a root
     # (clamped to a base or a parent link) that is half of the first segment.
-    joint_length = lengths.copy()
-    for s in range(len(specs)):
-        start, stop = link_offsets[s], link_offsets[s + 1]
-        joint_length[start] = 0.5 * lengths[start]
-        joint_length[start + 1 : stop] = 0.5 * (
-            lengths[start : stop - 1] + lengths[start + 1 : stop]
-        )
+    joint_length = 0.5 * lengths
+    joint_length[inner] += 0.5 * lengths[inner - 1]
 
     mass_per_length = _per_link("mass_per_length", parameters.mass_per_length, n_links)
     radius = _per_link("radius", parameters.radius, n_links)
@@ -621,22 +642,15 @@ def build_model(
     link_base_host = tree_base[strand_of][level_major_to_strand]
 
     # Points: each strand's root (the joint of its first link), then the tip of each link.
-    point_counts = np.asarray(link_counts) + 1
-    point_offsets = np.concatenate(([0], np.cumsum(point_counts))).astype(np.int64)
-    point_link = np.concatenate(
-        [
-            link_order[link_offsets[s] + np.r_[0, np.arange(link_counts[s])]]
-            for s in range(len(specs))
-        ]
-    )
-    point_is_tip = np.concatenate(
-        [np.r_[False, np.ones(link_counts[s], bool)] for s in range(len(specs))]
-    )
+    point_strand = np.repeat(np.arange(n_strands), link_counts + 1)
+    point_position = np.arange(len(points)) - point_offsets[point_strand]
+    point_link = link_order[link_offsets[point_strand] + np.maximum(point_position - 1, 0)]
+    point_is_tip = point_position > 0
 
     device = backend.from_host
     return Model(
         backend=backend,
-        n_strands=len(specs),
+        n_strands=n_strands,
         n_links=n_links,
         n_points=int(point_offsets[-1]),
         n_bases=n_bases,
@@ -663,13 +677,13 @@ def build_model(
         point_offsets=point_offsets,
         point_link=point_link,
         point_is_tip=point_is_tip,
-        strand_parent=np.array([-1 if s.parent is None else int(s.parent[0]) for s in specs]),
-        strand_parent_link=np.array([-1 if s.parent is None else int(s.parent[1]) for s in specs]),
-        strand_base=tree_base.copy(),
+        strand_parent=strand_parent,
+        strand_parent_link=strand_parent_link,
+        strand_base=tree_base,
         strand_names=tuple(s.name for s in specs),
-        strand_index=np.arange(len(specs)),
+        strand_index=np.arange(n_strands),
         base_rest_poses=base_rest_poses.copy(),
-        rest_points=np.concatenate(points),
+        rest_points=points,
     )
 
 

@@ -14,12 +14,12 @@ the rest rotations that make the modelled shape a static equilibrium:
    ``d = twist ⊗ swing``; in the unknowns ``u = tan(θ_b/2) b_x``, ``v = tan(θ_b/2) b_z`` and
    ``s = tan(θ_t/2)`` the torque is
 
-       Q = (−2K_x u − 4K_t s v/D,  −2K_t s (1 − u² − v²)/D,  −2K_z v + 4K_t s u/D),
-       D = 1 + u² + v²,
+       Q = (−2K_x u − 2K_t s v,  −2K_t s,  −2K_z v + 2K_t s u),
 
-   linear in the bend unknowns (the tan law) and coupled only through the twist axis, which the
-   swing tilts. A vectorised Newton iteration over all joints (analytic 3x3 Jacobians, started
-   from the uncoupled solution) solves ``Q = τ`` to round-off in a few iterations.
+   linear in the bend unknowns (the tan law) and coupled only through the twist torque's
+   cross-section part, which the swing brings in. A vectorised Newton iteration over all joints
+   (analytic 3x3 Jacobians, started from the uncoupled solution) solves ``Q = τ`` to round-off in
+   a few iterations.
 3. ``q_rest = q_m ⊗ d⁻¹``.
 
 The result is exact for the engine's spring law, so a simulation started at ``q_m`` with
@@ -150,26 +150,17 @@ def zero_gravity_model(
 
 def _spring_torque(xp: Any, u, v, s, k_x, k_z, k_t) -> tuple[Any, Any]:
     """Spring torque ``Q`` (3, N) and its Jacobian (3, 3, N) in the unknowns ``(u, v, s)``."""
-    d = 1.0 + u * u + v * v
     c = 2.0 * k_t
     cs = c * s
-    torque = xp.stack(
-        (
-            -2.0 * k_x * u - 2.0 * cs * v / d,
-            -cs * (2.0 - d) / d,
-            -2.0 * k_z * v + 2.0 * cs * u / d,
-        )
-    )
-    d2 = d * d
+    torque = xp.stack((-2.0 * k_x * u - cs * v, -cs, -2.0 * k_z * v + cs * u))
+    zero = xp.zeros_like(u)
     jacobian = xp.stack(
         (
-            xp.stack((-2.0 * k_x + 4.0 * cs * u * v / d2, -2.0 * cs * (d - 2.0 * v * v) / d2,
-                      -2.0 * c * v / d)),
-            xp.stack((4.0 * cs * u / d2, 4.0 * cs * v / d2, -c * (2.0 - d) / d)),
-            xp.stack((2.0 * cs * (d - 2.0 * u * u) / d2, -2.0 * k_z - 4.0 * cs * u * v / d2,
-                      2.0 * c * u / d)),
+            xp.stack((-2.0 * k_x, -cs, -c * v)),
+            xp.stack((zero, zero, -c)),
+            xp.stack((cs, -2.0 * k_z, c * u)),
         )
-    )  # fmt: skip
+    )
     return torque, jacobian
 
 
@@ -184,7 +175,7 @@ def _solve_spring_law(model: Model, torque: Any, k_x: Any, k_z: Any, k_t: Any) -
     stiffness = xp.stack((k_x, k_t, k_z))
     free = stiffness > 0
     safe = xp.where(free, stiffness, 1.0)
-    # The uncoupled solution (no twist-axis tilt): exact for pure bend or pure twist.
+    # The uncoupled solution (bend and twist apart): exact for pure bend or pure twist.
     first = xp.where(free, -torque / (2.0 * safe), 0.0)
     u, s, v = first[0], first[1], first[2]
     scale = xp.abs(torque).max(axis=0) + float(precision.tiny)

@@ -8,11 +8,26 @@ groups' whole-forest operations overlap. Trees are independent and the implicit 
 tree on its own (:func:`.integrators.step_implicit`), so the result does not depend on the
 grouping: it is the same with any number of threads, up to rounding (NumPy's vectorised kernels
 may sum in another order on arrays of another length).
+
+Adaptive subdivision
+--------------------
+A substep that fails — its Newton iteration stops at the cap with an update still above
+``SolverSettings.subdivision_threshold``, or it produces non-finite values — is redone as two half
+steps, the base motion and everything animated sampled at the midpoint through the same
+sources, and so on
+recursively down to ``max_subdivision_depth`` halvings; only a step that still fails there raises
+:class:`.SimulationDivergedError`, naming the strand. Substeps that do not fail are computed
+exactly as without this safeguard. The whole model (or, when stepped in threads, the whole group
+of trees) is redone, not only the trees that failed: trees are independent, so the others merely
+take smaller steps, and a failing step is rare enough that redoing only some trees (a model of
+them, :func:`.model.select_trees`, built on the spot) would not pay for itself.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,7 +46,7 @@ from .constraints import (
     PointPath,
 )
 from .dynamics import Data
-from .errors import InvalidInputError
+from .errors import InvalidInputError, SimulationDivergedError
 from .integrators import SolverSettings, StepStats, step
 from .model import Model, select_trees
 from .obstacles import ObstacleMotion, Obstacles
@@ -63,6 +78,220 @@ _PER_LINK_CONTROL = (
 )
 # Per-link fields that force fields evaluated in a group write, and the group stores back.
 _FIELD_CONTROL = ("wind_velocity", "external_force")
+
+
+class _Inputs:
+    """What drives the steps at a time: the base motion and the control fields animated by
+    callables (parameters, the target pose).
+
+    The substeps' end ``times`` are sampled once each and kept, as every group of trees steps to
+    them; other times (the halves of a subdivided step) are sampled whenever asked. Samples are
+    taken one at a time, from whichever thread steps a group: the sources need not be
+    thread-safe, but must not need one particular thread.
+    """
+
+    def __init__(
+        self,
+        base: BaseSource,
+        animate: Callable[[float], list[str]],
+        control: Control,
+        times: list[float],
+    ) -> None:
+        self._base, self._animate, self._control = base, animate, control
+        self._lock = threading.Lock()
+        self._kept: dict[float, tuple[BaseMotion, dict[str, Any]] | None] = dict.fromkeys(times)
+
+    def __call__(self, time: float) -> tuple[BaseMotion, dict[str, Any]]:
+        """The base motion and the animated control fields (the whole model's) at ``time``."""
+        with self._lock:
+            sample = self._kept.get(time)
+            if sample is None:
+                motion = self._base(time) if callable(self._base) else self._base
+                names = self._animate(time)
+                sample = (motion, {name: getattr(self._control, name) for name in names})
+                if time in self._kept:
+                    self._kept[time] = sample
+            return sample
+
+
+def _drive(
+    model: Model,
+    data: Data,
+    control: Control,
+    links: Any,
+    inputs: _Inputs,
+    fields: ForceFields | None,
+    state: State,
+    time: float,
+) -> None:
+    """Set ``control`` for a step from ``state`` to ``time``: the base motion and animated fields
+    at ``time`` (the whole model's per-link fields taken at ``links``, all of them for None), then
+    the force ``fields`` at the links' current positions."""
+    motion, updates = inputs(time)
+    control.set_base_motion(model, motion)
+    for name, value in updates.items():
+        setattr(control, name, value if name == "gravity" or links is None else value[..., links])
+    if fields is not None:
+        fields.apply(model, data, state, control, time)
+
+
+class _Constrain:
+    """Corrects each step by the constraint forces (:class:`.constraints.ConstraintSolver`):
+    :meth:`begin` records the state a step starts from, :meth:`resolve` corrects the free step.
+
+    The solver reads the bases' motion at the step's start from the control, so :meth:`begin`
+    sets it there: after a failed step the control holds its end.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        data: Data,
+        control: Control,
+        solver: ConstraintSolver,
+        base: BaseSource,
+        obstacle_motion: ObstacleSource | None,
+    ) -> None:
+        self._model, self._data, self._control, self._solver = model, data, control, solver
+        self._base, self._obstacle_motion = base, obstacle_motion
+
+    def begin(self, state: State, time: float, h: float) -> None:
+        if self._obstacle_motion is not None:
+            motion = self._obstacle_motion
+            self._solver.set_obstacle_motion(motion(time) if callable(motion) else motion)
+        base = self._base(time) if callable(self._base) else self._base
+        self._control.set_base_motion(self._model, base)
+        self._solver.begin(self._data, state, self._control, time, h)
+
+    def resolve(self, state: State, h: float, out: State) -> None:
+        self._solver.resolve(self._data, state, self._control, h, out)
+
+
+def _failed(stats: StepStats, settings: SolverSettings) -> bool:
+    return stats.largest_update > settings.subdivision_threshold
+
+
+def _raise_unconverged(model: Model, data: Data, stats: StepStats, depth: int) -> None:
+    tree = int(np.argmax(model.backend.to_host(data.tree_update)))
+    strand, _ = model.link_strand_and_index(tree)
+    raise SimulationDivergedError(
+        f"the simulation diverged: the Newton iteration of {model.describe_strand(strand)} did not "
+        f"converge (last update {stats.largest_update:.3g} rad/s) even with the step halved "
+        f"{depth} times; use more substeps, more Newton iterations, or check for extreme parameters"
+    )
+
+
+def _advance(
+    model: Model,
+    data: Data,
+    control: Control,
+    drive: Callable[[State, float], None],
+    states: tuple[State, State],
+    start: float,
+    h: float,
+    substeps: int,
+    settings: SolverSettings,
+    constrain: _Constrain | None = None,
+) -> tuple[State, State, StepStats]:
+    """``substeps`` steps of ``h`` from ``states[0]`` (at ``start``), each subdivided on failure;
+    ``drive(state, t)`` sets ``control`` for a step from ``state`` to time ``t``; ``constrain``
+    corrects each step by the constraint forces.
+
+    ``states`` is the current state and a spare to step into; returns them swapped as many times
+    as steps were taken (current first), with the last step's statistics and the number of
+    subdivisions.
+    """
+    subdivisions = 0
+    for k in range(substeps):
+        # Only the last substep's statistics are kept, so only its residual is evaluated.
+        *states, stats = _subdivided_step(
+            model,
+            data,
+            control,
+            drive,
+            states,
+            start + (k + 1) * h,
+            h,
+            settings,
+            k == substeps - 1,
+            constrain,
+        )
+        subdivisions += stats.subdivisions
+    return (
+        *states,
+        StepStats(stats.iterations, stats.residual_norm, stats.largest_update, subdivisions),
+    )
+
+
+def _subdivided_step(
+    model: Model,
+    data: Data,
+    control: Control,
+    drive: Callable[[State, float], None],
+    states: tuple[State, State],
+    end: float,
+    h: float,
+    settings: SolverSettings,
+    report_residual: bool,
+    constrain: _Constrain | None = None,
+    depth: int = 0,
+) -> tuple[State, State, StepStats]:
+    """One step of ``h`` ending at time ``end`` from ``states[0]`` into ``states[1]``, redone as
+    two half steps if it fails (see the module docstring); returns ``(current, spare, stats)``."""
+    state, spare = states
+    if constrain is not None:
+        constrain.begin(state, end - h, h)
+    drive(state, end)
+    # The step's first guess is the last velocity change; a failed step overwrites it.
+    predictor = data.dw.copy()
+    try:
+        stats = step(model, data, state, control, h, settings, spare, report_residual)
+        if constrain is not None and not _failed(stats, settings):
+            constrain.resolve(state, h, spare)
+    except SimulationDivergedError:
+        if depth >= settings.max_subdivision_depth:
+            raise
+    else:
+        if not _failed(stats, settings):
+            return spare, state, stats
+        if depth >= settings.max_subdivision_depth:
+            _raise_unconverged(model, data, stats, depth)
+    # A half step changes the velocity by about half as much.
+    data.dw[...] = 0.5 * predictor
+    half = 0.5 * h
+    state, spare, first = _subdivided_step(
+        model,
+        data,
+        control,
+        drive,
+        (state, spare),
+        end - half,
+        half,
+        settings,
+        False,
+        constrain,
+        depth + 1,
+    )
+    state, spare, second = _subdivided_step(
+        model,
+        data,
+        control,
+        drive,
+        (state, spare),
+        end,
+        half,
+        settings,
+        report_residual,
+        constrain,
+        depth + 1,
+    )
+    data.dw *= 2.0
+    subdivisions = 1 + first.subdivisions + second.subdivisions
+    return (
+        state,
+        spare,
+        StepStats(second.iterations, second.residual_norm, second.largest_update, subdivisions),
+    )
 
 
 def thread_count(model: Model, settings: SolverSettings) -> int:
@@ -116,12 +345,14 @@ class _Group:
     links: Any
 
     @classmethod
-    def of(cls, model: Model, trees: np.ndarray, gravity: Any) -> _Group:
+    def of(cls, model: Model, trees: np.ndarray, gravity: Any, data: Data, start: int) -> _Group:
+        """The group of ``trees``; its workspace is links ``start:`` of the whole model's
+        workspace ``data`` (see :meth:`.Data.sharing`)."""
         part, links = select_trees(model, trees)
         state = State.at_rest(part)
         return cls(
             part,
-            Data.for_model(part),
+            Data.sharing(part, data, start),
             state,
             state.copy(),
             Control.from_model(part, gravity),
@@ -152,37 +383,29 @@ class _Group:
 
     def advance(
         self,
-        motions: list,
-        updates: list,
+        inputs: _Inputs,
         fields: ForceFields | None,
-        times: list,
+        start: float,
         h: float,
+        substeps: int,
         settings: SolverSettings,
     ) -> StepStats:
-        """Take one step of ``h`` per base motion in ``motions``; the last step's statistics.
-
-        ``updates`` holds, per step, the whole model's control fields animated for it (gravity
-        or per-link arrays); ``fields`` are evaluated at each step's start, at the step's end
-        time in ``times``.
-        """
-        stats = StepStats(0, 0.0)
-        for k, motion in enumerate(motions):
-            self.control.set_base_motion(self.model, motion)
-            for name, value in updates[k].items():
-                setattr(self.control, name, value if name == "gravity" else value[..., self.links])
-            if fields is not None:
-                fields.apply(self.model, self.data, self.state, self.control, times[k])
-            stats = step(
-                self.model,
-                self.data,
-                self.state,
-                self.control,
-                h,
-                settings,
-                self.spare,
-                report_residual=k == len(motions) - 1,
-            )
-            self.state, self.spare = self.spare, self.state
+        """Take ``substeps`` steps of ``h`` from ``start``, driven by ``inputs`` and force
+        ``fields`` (evaluated on this group's trees); the last step's statistics."""
+        drive = functools.partial(
+            _drive, self.model, self.data, self.control, self.links, inputs, fields
+        )
+        self.state, self.spare, stats = _advance(
+            self.model,
+            self.data,
+            self.control,
+            drive,
+            (self.state, self.spare),
+            start,
+            h,
+            substeps,
+            settings,
+        )
         return stats
 
 
@@ -231,11 +454,13 @@ class Simulation:
             else None
         )
         count = 1 if self.constraints is not None else thread_count(model, self.settings)
-        self._groups = (
-            [_Group.of(model, trees, gravity) for trees in _tree_groups(model, count)]
-            if count > 1
-            else []
-        )
+        self._groups = []
+        if count > 1:
+            # The groups step while the whole model's workspace lies idle, so they share it.
+            start = 0
+            for trees in _tree_groups(model, count):
+                self._groups.append(_Group.of(model, trees, gravity, self.data, start))
+                start += self._groups[-1].model.n_links
         backend = model.backend
         self._point_link = backend.from_host(model.point_link)
         self._point_is_tip = backend.from_host(model.point_is_tip.astype(np.float64))
@@ -372,82 +597,71 @@ class Simulation:
         constraints = self.constraints
         if obstacle_motion is not None and constraints is None:
             raise InvalidInputError("obstacle_motion given, but the simulation has no obstacles")
+        times = [start + k * h for k in range(1, substeps + 1)]
+        inputs = _Inputs(
+            base, lambda t: self._sample_animation(t, animated_pose), self.control, times
+        )
         if self._groups:
-            return self._advance_groups(dt, base, animated_pose, fields)
-        for k in range(1, substeps + 1):
-            t = start + k * h
-            motion = base(t) if callable(base) else base
-            if constraints is not None:
-                if obstacle_motion is not None:
-                    constraints.set_obstacle_motion(
-                        obstacle_motion(start + (k - 1) * h)
-                        if callable(obstacle_motion)
-                        else obstacle_motion
-                    )
-                # The control still holds the bases at the substep's start.
-                constraints.begin(self.data, self.state, self.control, start + (k - 1) * h, h)
-            self.control.set_base_motion(self.model, motion)
-            self._sample_animation(t, animated_pose)
-            if fields is not None:
-                fields.apply(self.model, self.data, self.state, self.control, t)
-            # Only the last substep's statistics are kept, so only its residual is evaluated.
-            self.stats = step(
-                self.model,
-                self.data,
-                self.state,
-                self.control,
-                h,
-                self.settings,
-                self._spare,
-                report_residual=k == substeps,
-            )
-            if constraints is not None:
-                constraints.resolve(self.data, self.state, self.control, h, self._spare)
-            self.state, self._spare = self._spare, self.state
+            return self._advance_groups(dt, inputs, fields, times)
+        drive = functools.partial(_drive, self.model, self.data, self.control, None, inputs, fields)
+        constrain = (
+            None
+            if constraints is None
+            else _Constrain(self.model, self.data, self.control, constraints, base, obstacle_motion)
+        )
+        self.state, self._spare, self.stats = _advance(
+            self.model,
+            self.data,
+            self.control,
+            drive,
+            (self.state, self._spare),
+            start,
+            h,
+            substeps,
+            self.settings,
+            constrain,
+        )
         # Land exactly on the requested time despite the substeps' rounding.
         self.state.time = start + dt
         return self.stats
 
     def _advance_groups(
-        self,
-        dt: float,
-        base: BaseSource,
-        pose: Callable[[float], Pose] | None,
-        fields: ForceFields | None,
+        self, dt: float, inputs: _Inputs, fields: ForceFields | None, times: list[float]
     ) -> StepStats:
         """:meth:`advance` with the groups of trees stepped concurrently, one thread each.
 
         The bases, the animated parameters and the animated pose are sampled here for every
-        substep; force fields depend on the links' positions, so each group evaluates them on its
-        own trees.
+        substep (a subdivided step's halves are sampled from the group's thread); force fields
+        depend on the links' positions, so each group evaluates them on its own trees.
         """
-        substeps = int(self.settings.substeps)
+        substeps = len(times)
         h = dt / substeps
         start = self.state.time
-        times = [start + k * h for k in range(1, substeps + 1)]
-        # Sources are asked in this thread only: a callable need not be thread-safe.
-        motions = [base(t) if callable(base) else base for t in times]
-        updates = []
         for t in times:
-            animated = self._sample_animation(t, pose)
-            updates.append({name: getattr(self.control, name) for name in animated})
+            inputs(t)
         for group in self._groups:
             group.load(self.state, self.control)
         first, *others = self._groups
-        arguments = (motions, updates, fields, times, h, self.settings)
+        arguments = (inputs, fields, start, h, substeps, self.settings)
         with ThreadPoolExecutor(len(others)) as pool:
             pending = [pool.submit(group.advance, *arguments) for group in others]
             results = [first.advance(*arguments)]
             results += [future.result() for future in pending]
         for group in self._groups:
             group.store(self.state, self.control, fields)
-        self.control.set_base_motion(self.model, motions[-1])
+        # The control is left as the last substep saw it, whatever was sampled in between.
+        motion, updates = inputs(times[-1])
+        self.control.set_base_motion(self.model, motion)
+        for name, value in updates.items():
+            setattr(self.control, name, value)
         self.state.base_rotation[...] = self.control.base_rotation
         self.state.base_position[...] = self.control.base_position
         self.state.time = start + dt
         self.stats = StepStats(
             max(result.iterations for result in results),
             max(result.residual_norm for result in results),
+            max(result.largest_update for result in results),
+            sum(result.subdivisions for result in results),
         )
         return self.stats
 

@@ -140,7 +140,8 @@ def quat_conjugate(xp: Any, q: Array) -> Array:
 def quat_normalize(xp: Any, q: Array) -> Array:
     """Unit quaternions with a non-negative scalar part (``q`` and ``-q`` are one rotation)."""
     norm = xp.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
-    return q * (xp.where(q[0] < 0, -1.0, 1.0) / norm)
+    # Signed norm: a where() between Python floats would make a float64 array and upcast float32.
+    return q / xp.where(q[0] < 0, -norm, norm)
 
 
 def quat_exp(xp: Any, rotation_vector: Array) -> Array:

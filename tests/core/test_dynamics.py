@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
 
 from oriented_strands.core import Pose, StrandParameters, StrandSpec, build_model, spatial
 from oriented_strands.core.dynamics import (
@@ -230,6 +231,46 @@ def test_spring_tangent_stiffness_matches_derivative_of_tan_law(backend):
     )
     # d/dtheta of 2 K tan(theta/2) is K / cos²(theta/2).
     assert stiffness[0, 0, 1] == pytest.approx((2e-3 / 0.1) / np.cos(angle / 2) ** 2, rel=1e-5)
+
+
+def _spring_energy(rotation, bend_stiffness, twist_stiffness):
+    """``-4 K ln cos(theta/2)`` (the integral of eq. 18) of a joint rotation's swing and twist.
+
+    Measured geometrically, with SciPy: the swing is the angle between the parent's and the
+    child's y axes, the twist is what remains after the minimal rotation between them.
+    """
+    y_axis = np.array([0.0, 1.0, 0.0])
+    child_axis = rotation.apply(y_axis)
+    swing_angle = np.arccos(np.clip(child_axis @ y_axis, -1.0, 1.0))
+    normal = np.cross(y_axis, child_axis)
+    swing = Rotation.from_rotvec(normal / np.linalg.norm(normal) * swing_angle)
+    twist_angle = (swing.inv() * rotation).magnitude()
+    return -4 * bend_stiffness * np.log(np.cos(swing_angle / 2)) - 4 * twist_stiffness * np.log(
+        np.cos(twist_angle / 2)
+    )
+
+
+@pytest.mark.parametrize(("bend", "twist"), [(0.5, 0.4), (1.7, 0.9), (2.6, -1.2)])
+def test_spring_torque_is_minus_the_gradient_of_the_spring_energy(backend, bend, twist):
+    """With isotropic bending the springs are conservative at any combination of bend and twist,
+    so a bent and twisted strand cannot gain energy from them."""
+    model = _joint_model(backend, bend=(2e-3, 2e-3))
+    k_bend, k_twist = 2e-3 / 0.1, 7e-3 / 0.1  # rigidity / joint length
+    rotation = Rotation.from_rotvec([0.0, twist, 0.0]) * Rotation.from_rotvec(
+        bend * np.array([0.6, 0.0, 0.8])
+    )
+    rotation_vector = rotation.as_rotvec()
+    torque = _torque_after_rotation(backend, model, rotation_vector)
+    step = 1e-6
+    gradient = [
+        (
+            _spring_energy(rotation * Rotation.from_rotvec(step * axis), k_bend, k_twist)
+            - _spring_energy(rotation * Rotation.from_rotvec(-step * axis), k_bend, k_twist)
+        )
+        / (2 * step)
+        for axis in np.eye(3)
+    ]
+    np.testing.assert_allclose(torque, -np.array(gradient), rtol=1e-6, atol=1e-9 * k_bend)
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2])

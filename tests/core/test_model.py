@@ -27,6 +27,18 @@ from strands import polyline, random_tree
         ([StrandSpec(np.zeros((3, 2)))], r"shape \(P, 3\)"),
         (
             [
+                StrandSpec(polyline(3, 1.0)),
+                StrandSpec([[1, 0, 0], [1, 0, 1], [1, 0, 1], [1, 0, 2]], name="third"),
+                StrandSpec([[2, 0, 0], [2, 0, 1], [2, 0, 1]]),
+            ],
+            r"strand 1 \('third'\): segment 1 \(points 1 to 2\) has zero length",
+        ),
+        (
+            [StrandSpec(polyline(3, 1.0)), StrandSpec(polyline(2, 1.0) + [0, np.nan, 0])],
+            r"strand 1: point 0 is not finite",
+        ),
+        (
+            [
                 StrandSpec(polyline(2, 1.0)),
                 StrandSpec(polyline(2, 1.0), parent=(5, 0), name="orphan"),
             ],
