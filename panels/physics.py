@@ -125,6 +125,31 @@ class OBJECT_PT_oriented_strands_forces(_StrandSubPanel, bpy.types.Panel):
             layout.label(text=f"Not read: {name}", icon="INFO")
 
 
+class OBJECT_PT_oriented_strands_collisions(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Collisions"
+
+    def draw_header(self, context: bpy.types.Context) -> None:
+        self.layout.prop(context.object.oriented_strands, "use_collisions", text="")
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._layout(context)
+        column = layout.column()
+        column.active = props.use_collisions
+        column.prop(props, "obstacle_collection")
+        names = scene.obstacle_names(context.object)
+        column.label(
+            text=f"Colliding with {', '.join(names)}" if names else "No Strand Obstacle objects",
+            icon="INFO",
+        )
+        column.prop(props, "collision_radius")
+        _profile(column, props, "collision_tip", "collision_shape")
+        column.prop(props, "contact_iterations")
+        layout.separator()
+        column = layout.column(align=True)
+        column.prop(props, "swing_limit")
+        column.prop(props, "twist_limit")
+
+
 class OBJECT_PT_oriented_strands_art_direction(_StrandSubPanel, bpy.types.Panel):
     bl_label = "Art Direction"
 
@@ -220,9 +245,11 @@ class OBJECT_PT_oriented_strands_obstacle(_PhysicsPanel, bpy.types.Panel):
         layout = self.layout
         layout.use_property_split = True
         props = context.object.oriented_strands_obstacle
-        layout.label(text="Strand collisions are not simulated yet", icon="INFO")
         column = layout.column()
         column.active = props.use_obstacle
+        column.prop(props, "shape")
+        if props.shape == "MESH":
+            column.prop(props, "cell_size")
         column.prop(props, "restitution")
         column.prop(props, "static_friction")
         column.prop(props, "dynamic_friction")
@@ -234,6 +261,7 @@ classes = (
     OBJECT_PT_oriented_strands_stiffness,
     OBJECT_PT_oriented_strands_damping,
     OBJECT_PT_oriented_strands_forces,
+    OBJECT_PT_oriented_strands_collisions,
     OBJECT_PT_oriented_strands_art_direction,
     OBJECT_PT_oriented_strands_solver,
     OBJECT_PT_oriented_strands_cache,

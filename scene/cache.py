@@ -17,13 +17,24 @@ Two things are cached per strand system, with different rules:
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
 
-from ..core import BaseTrajectory, Model, Simulation, StrandError, build_model
+from ..core import (
+    BaseTrajectory,
+    ConstraintSettings,
+    JointLimits,
+    Model,
+    ObstacleMotion,
+    Simulation,
+    StrandError,
+    build_model,
+    build_obstacles,
+)
 from ..core.art_direction import ArtDirectedBase
 from ..core.fields import ForceFields, RootToTip, Wind
 from ..core.pose import PoseTrajectory, pose_rotations
@@ -52,6 +63,7 @@ from .obstacles import (
 )
 from .strands import (
     AnimatedValues,
+    ModelSettings,
     StrandLayout,
     StrandSettings,
     convert,
@@ -324,6 +336,7 @@ class StrandSystemRuntime:
         self._base: BaseSource | None = None
         self._air: Callable[[SceneFields], tuple[list, list]] | None = None
         self._pose: PoseTrajectory | None = None
+        self._constraints: tuple = (None, None, None)
         self.failed_frame: int | None = None
         """The frame whose step failed, if one did."""
 
@@ -378,6 +391,7 @@ class StrandSystemRuntime:
         self._base = self._base_source(values)
         self._air = self._air_source(values)
         self._pose = _pose_trajectory(prepared, layout, model)
+        self._constraints = _constraint_inputs(prepared, settings.model)
         self.layout, self.model, self._key = layout, model, key
         self._solver = settings.model.solver
         self._start_gravity = gravity_vector(settings, values)
@@ -388,7 +402,15 @@ class StrandSystemRuntime:
     def _start_simulation(self) -> None:
         # A new Simulation rather than reset(): every run from the start frame begins from the
         # same fresh engine state, so a re-simulated frame equals the first result bit for bit.
-        simulation = Simulation(self.model, self._solver, gravity=self._start_gravity)
+        obstacles, joint_limits, constraint_settings = self._constraints
+        simulation = Simulation(
+            self.model,
+            self._solver,
+            gravity=self._start_gravity,
+            obstacles=obstacles,
+            joint_limits=joint_limits,
+            constraint_settings=constraint_settings,
+        )
         simulation.reset(base_poses=self.prepared.matrices_at(self.prepared.frame_start))
         if self._start_rotations is not None:
             simulation.state.q[...] = self._start_rotations
@@ -420,7 +442,15 @@ class StrandSystemRuntime:
                 if animated.is_animated:
                     self._set_animated_parameters(settings, animated.at(step_frame))
                 wind, force = self._air(prepared.fields[step_frame - prepared.frame_start])
-                simulation.advance(dt, self._base, pose=self._pose, fields=ForceFields(wind, force))
+                simulation.advance(
+                    dt,
+                    self._base,
+                    pose=self._pose,
+                    fields=ForceFields(wind, force),
+                    obstacle_motion=(
+                        None if self._constraints[0] is None else self._obstacle_motion
+                    ),
+                )
             except StrandError as error:
                 self._failure, self.failed_frame = error, step_frame
                 raise
@@ -468,6 +498,11 @@ class StrandSystemRuntime:
             )
         return ArtDirectedBase(prepared.trajectory, time_scale, local_dynamics, prepared.reference)
 
+    def _obstacle_motion(self, time: float) -> ObstacleMotion:
+        """The obstacles' poses and velocities at ``time`` (s from the start frame)."""
+        obstacles = self._constraints[0]
+        return ObstacleMotion.from_base_motion(obstacles, self.prepared.obstacle_trajectory(time))
+
     def cached_bytes(self) -> int:
         """Memory held by cached frames."""
         return sum(points.nbytes for points in self.frames.values())
@@ -497,3 +532,24 @@ def _pose_trajectory(
         rotations.append(pose_rotations(model, points, prepared.base_matrices[index]))
     times = np.arange(len(rotations)) / prepared.fps
     return PoseTrajectory(times, np.stack(rotations))
+
+
+def _constraint_inputs(prepared: PreparedInput, model: ModelSettings) -> tuple:
+    """``(obstacles, joint_limits, constraint_settings)`` for the simulation: the sampled
+    obstacles on the model's backend and the joint limits (None where there are none; all None
+    leaves the simulation without a constraint solver)."""
+    shapes = prepared.obstacles.shapes
+    obstacles = build_obstacles(shapes, model.backend, model.precision) if shapes else None
+    limited = model.swing_limit < math.pi or model.twist_limit < math.pi
+    joint_limits = (
+        JointLimits(
+            swing=model.swing_limit if model.swing_limit < math.pi else math.inf,
+            twist_min=-model.twist_limit if model.twist_limit < math.pi else -math.inf,
+            twist_max=model.twist_limit if model.twist_limit < math.pi else math.inf,
+        )
+        if limited
+        else None
+    )
+    if obstacles is None and joint_limits is None:
+        return None, None, None
+    return obstacles, joint_limits, ConstraintSettings(iterations=model.contact_iterations)

@@ -57,6 +57,12 @@ class ModelSettings:
     solver: SolverSettings
     backend: str
     precision: str  # "float64" or "float32"
+    collision_radius: float  # m, at the root
+    collision_tip: float  # tip collision radius / root collision radius
+    collision_shape: float
+    swing_limit: float  # rad, π: none
+    twist_limit: float  # rad, π: none
+    contact_iterations: int
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,12 @@ def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSetting
             ),
             backend=props.backend,
             precision=props.precision,
+            collision_radius=props.collision_radius,
+            collision_tip=props.collision_tip,
+            collision_shape=props.collision_shape,
+            swing_limit=props.swing_limit,
+            twist_limit=props.twist_limit,
+            contact_iterations=props.contact_iterations,
         ),
         frame_start=props.frame_start,
         frame_end=props.frame_end,
@@ -314,6 +326,10 @@ def strand_parameters(layout: StrandLayout, model: ModelSettings, values: dict) 
     return StrandParameters(
         mass_per_length=mass_per_length(model.density, radius),
         radius=radius,
+        collision_radius=model.collision_radius,
+        collision_weight=root_to_tip(
+            layout.link_coordinate, model.collision_tip, model.collision_shape
+        ),
         **engine_parameters(layout, model, values),
     )
 

@@ -242,6 +242,12 @@ def status(ob: bpy.types.Object) -> tuple[str, str]:
     return f"{len(frames)} frames cached ({frames[0]}–{frames[-1]}), {memory} in memory", "INFO"
 
 
+def obstacle_names(ob: bpy.types.Object) -> list[str]:
+    """Names of the obstacle objects the strand system collides with, as last read."""
+    state = runtime(ob)
+    return [] if state is None else list(state.prepared.obstacles.names)
+
+
 def ignored_fields(ob: bpy.types.Object) -> list[str]:
     """Force-field objects in reach of the strand system that it does not read, with why."""
     state = runtime(ob)

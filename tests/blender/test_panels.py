@@ -98,6 +98,7 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "Stiffness",
         "Damping",
         "Forces",
+        "Collisions",
         "Art Direction",
         "Solver",
         "Cache",
@@ -119,6 +120,9 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "local_dynamics",
         "reference_object",
         "pose_object",
+        "use_collisions",
+        "collision_radius",
+        "swing_limit",
         "pose_strength",
         "field_collection",
         "solver_method",
@@ -153,13 +157,13 @@ def test_the_bake_panel_lists_what_was_baked():
     assert ("label", "strand_shape_keys: frames 1–3") in _draw(panel, bpy.context)
 
 
-def test_obstacles_show_their_material_and_say_collisions_are_not_simulated_yet():
+def test_obstacles_show_their_shape_and_material():
     head = grid_mesh("head")
     select_only(head)
     (panel,) = [cls for cls in _panels() if "obstacle" in cls.__name__]
     assert panel.poll(bpy.context)
     drawn = _draw(panel, bpy.context)
-    assert ("label", "Strand collisions are not simulated yet") in drawn
+    assert ("prop", "shape") in drawn
     assert {
         ("prop", "restitution"),
         ("prop", "static_friction"),
