@@ -1,4 +1,4 @@
-"""The built-in example: a ponytail on a turning head and a small branched tree in wind.
+"""The built-in example: a ponytail colliding with a turning head and a branched tree in wind.
 
 Run with ``make demo`` (or ``python -m oriented_strands.demo --output DIR`` in the Blender venv).
 It builds the scene from code (no binary assets), adds strand systems the way an artist does
@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         head = _head(bpy, frames)
         ponytail = _ponytail(bpy, head, 4 if arguments.small else 12)
         tree = _tree(bpy)
+        # The hair collides with the head as a ball (read when the systems are added).
+        head.oriented_strands_obstacle.use_obstacle = True
+        head.oriented_strands_obstacle.shape = "SPHERE"
         head.select_set(False)
         ponytail.select_set(True)
         tree.select_set(True)
@@ -145,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             print("demo: Add Strand System failed", file=sys.stderr)
             return 1
         ponytail.oriented_strands.segment_count = 12 if arguments.small else 24
+        ponytail.oriented_strands.collision_radius = 0.004
         tree.oriented_strands.segment_count = 6
         tree.oriented_strands.radius = 0.008
         tree.oriented_strands.youngs_modulus = 2.0  # GPa: green wood

@@ -27,6 +27,9 @@ def test_demo_simulates_bakes_exports_saves_and_renders(tmp_path, capsys):
             assert np.isfinite(frames).all()
             # The ponytail swings with the head and the tree bends in the wind.
             assert np.abs(frames - frames[0]).max() > 0.05
+        # The ponytail collides with the head, a 10 cm ball at (0, 0, 1.6) m, 4 mm thick.
+        head_distance = np.linalg.norm(caches["Ponytail"] - (0.0, 0.0, 1.6), axis=2)
+        assert head_distance.min() > 0.1 + 0.9 * 0.004
 
     for name in ("Ponytail", "Tree"):
         cache = np.load(tmp_path / "strands_cache" / f"{name}.npy")
