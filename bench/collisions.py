@@ -93,15 +93,8 @@ class ScalpWorkload(Workload):
 def build(core: Any, workload: ScalpWorkload, obstacles: bool, passes: int = 2) -> tuple[Any, Any]:
     """The simulation, and the obstacles' motion as a function of time (None without them)."""
     weight = np.tile([0.0] + [1.0] * (workload.links - 1), workload.strands)
-    parameters = core.StrandParameters(
-        mass_per_length=workload.mass_per_length,
-        radius=workload.radius,
-        bend_stiffness=workload.bend_rigidity,
-        twist_stiffness=workload.twist_rigidity,
-        bend_damping=workload.bend_damping,
-        twist_damping=workload.twist_damping,
-        collision_radius=COLLISION_RADIUS,
-        collision_weight=weight,
+    parameters = workload.strand_parameters(
+        core, collision_radius=COLLISION_RADIUS, collision_weight=weight
     )
     model = core.build_model([core.StrandSpec(p) for p in workload.rest_points()], parameters)
     settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME, threads=1)

@@ -54,15 +54,7 @@ def head_motion(core: ModuleType, time: float) -> Any:
 def build_simulation(core: ModuleType, workload: Workload) -> Any:
     """The workload as an engine model and an implicit simulation at 4 substeps per frame."""
     strands = [core.StrandSpec(points=points) for points in workload.rest_points()]
-    parameters = core.StrandParameters(
-        mass_per_length=workload.mass_per_length,
-        radius=workload.radius,
-        bend_stiffness=workload.bend_rigidity,
-        twist_stiffness=workload.twist_rigidity,
-        bend_damping=workload.bend_damping,
-        twist_damping=workload.twist_damping,
-    )
-    model = core.build_model(strands, parameters)
+    model = core.build_model(strands, workload.strand_parameters(core))
     settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME)
     return core.Simulation(model, settings)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -75,6 +76,19 @@ class Workload:
         ring = np.sqrt(1.0 - z * z)
         azimuth = math.pi * (3.0 - math.sqrt(5.0)) * index
         return np.stack((ring * np.cos(azimuth), ring * np.sin(azimuth), z), axis=1)
+
+    def strand_parameters(self, core: Any, **extra: Any) -> Any:
+        """The engine's ``StrandParameters`` of these strands (``core`` is the engine package),
+        with ``extra`` fields added."""
+        return core.StrandParameters(
+            mass_per_length=self.mass_per_length,
+            radius=self.radius,
+            bend_stiffness=self.bend_rigidity,
+            twist_stiffness=self.twist_rigidity,
+            bend_damping=self.bend_damping,
+            twist_damping=self.twist_damping,
+            **extra,
+        )
 
     def rest_points(self) -> np.ndarray:
         """(strands, links + 1, 3) rest points in the head frame, m; point 0 is the root."""

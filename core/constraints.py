@@ -331,13 +331,7 @@ class ConstraintSolver:
                 f"model on {backend.name}/{backend.dtype}; build both on the same backend"
             )
         self.obstacles = obstacles
-        self.obstacle_motion = (
-            None
-            if obstacles is None
-            else ObstacleMotion.from_host(
-                obstacles, np.broadcast_to(np.eye(4), (obstacles.n_obstacles, 4, 4))
-            )
-        )
+        self.obstacle_motion = None if obstacles is None else _still(obstacles)
         colliding = np.nonzero(model.collides)[0]
         fractions = np.asarray(self.settings.fractions, dtype=np.float64)
         self._query_link = backend.from_host(np.tile(colliding, len(fractions)))
@@ -360,6 +354,13 @@ class ConstraintSolver:
         if isinstance(constraint, PointPath) and not 0.0 <= float(constraint.fraction) <= 1.0:
             raise InvalidInputError(f"PointPath.fraction must lie in [0, 1], got {constraint}")
         self.bilateral.append(constraint)
+
+    def reset(self) -> None:
+        """Forget the last run: obstacles back at the identity pose, still; no statistics."""
+        if self.obstacles is not None:
+            self.obstacle_motion = _still(self.obstacles)
+        self.stats = ConstraintStats()
+        self._start = {}
 
     def set_obstacle_motion(self, motion: ObstacleMotion) -> None:
         """Obstacle poses and velocities for the next substep."""
@@ -462,11 +463,11 @@ class ConstraintSolver:
             limit_rows = rows.tree.shape[0]
             parts.append(rows.with_padding(xp))
         if "paths" in self._start:
-            rows = self._path_rows(data, out)
+            rows = self._path_rows()
             bilateral_rows += rows.tree.shape[0]
             parts.append(rows.with_padding(xp))
         if "rotations" in self._start:
-            rows = self._rotation_rows(out)
+            rows = self._rotation_rows()
             bilateral_rows += rows.tree.shape[0]
             parts.append(rows.with_padding(xp))
         rows = _Rows.concatenate(xp, parts) if parts else None
@@ -580,10 +581,9 @@ class ConstraintSolver:
             parts.append(_joint_rows(xp, model, link, direction[:, link], excess[link] / h, True))
         return _Rows.concatenate(xp, parts)
 
-    def _path_rows(self, data: Data, out: State) -> _Rows:
+    def _path_rows(self) -> _Rows:
         model, xp = self.model, self.model.xp
         links, fractions, desired = self._start["paths"]
-        relative, velocity = _points(model, data, links, fractions)
         count = links.shape[0]
         eye = xp.eye(3, dtype=model.backend.float)
         direction = xp.repeat(eye, count, axis=1)
@@ -601,7 +601,7 @@ class ConstraintSolver:
             target=desired.reshape(3 * count),
         )
 
-    def _rotation_rows(self, out: State) -> _Rows:
+    def _rotation_rows(self) -> _Rows:
         model, xp = self.model, self.model.xp
         links, desired = self._start["rotations"]
         count = links.shape[0]
@@ -751,6 +751,13 @@ def delassus_operator(
             xp, data.solve_a[:, link], data.x[:, link], arm, direction, joint
         )
     return operator
+
+
+def _still(obstacles: Obstacles) -> ObstacleMotion:
+    """Every obstacle at the identity pose, at rest."""
+    return ObstacleMotion.from_host(
+        obstacles, np.broadcast_to(np.eye(4), (obstacles.n_obstacles, 4, 4))
+    )
 
 
 def _swing_and_twist(model: Model, q: Any) -> tuple[Any, Any, Any]:

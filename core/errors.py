@@ -21,4 +21,5 @@ class BackendUnavailableError(StrandError, RuntimeError):
 
 
 class SimulationDivergedError(StrandError, FloatingPointError):
-    """A step produced non-finite values; the message names the first strand affected."""
+    """A step produced non-finite values, or its Newton iteration did not converge even with the
+    step subdivided to the limit; the message names the strand affected."""

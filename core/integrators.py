@@ -59,6 +59,7 @@ class SolverSettings:
         How many groups of trees :class:`.Simulation` steps concurrently, one thread each; None
         picks one per core (at most two) for large models on the NumPy backend and one otherwise
         (see :func:`.simulation.thread_count`). The result depends on it only through rounding.
+        A simulation with constraints (obstacles, joint limits) always steps in one thread.
     """
 
     method: str = "implicit"

@@ -2,25 +2,34 @@
 
 On the NumPy backend a large model is stepped in several groups of trees at once, one thread each
 (``SolverSettings.threads``): every group is a model of its own (:func:`.model.select_trees`) with
-its own workspace, state and control, loaded from the whole at the start of :meth:`advance` and
-stored back at its end. NumPy releases the interpreter lock inside its array kernels, so the
-groups' whole-forest operations overlap. Trees are independent and the implicit step treats each
-tree on its own (:func:`.integrators.step_implicit`), so the result does not depend on the
-grouping: it is the same with any number of threads, up to rounding (NumPy's vectorised kernels
-may sum in another order on arrays of another length).
+its own state and control, working in views of the whole model's workspace (only its Newton
+predictor is its own), loaded from the whole at the start of :meth:`advance` and stored back at
+its end. NumPy releases the interpreter lock inside its array kernels, so the groups'
+whole-forest operations overlap. Trees are independent and the implicit step treats each tree on
+its own (:func:`.integrators.step_implicit`), so the result does not depend on the grouping: it
+is the same with any number of threads, up to rounding (NumPy's vectorised kernels may sum in
+another order on arrays of another length).
 
 Adaptive subdivision
 --------------------
 A substep that fails — its Newton iteration stops at the cap with an update still above
-``SolverSettings.subdivision_threshold``, or it produces non-finite values — is redone as two half
-steps, the base motion and everything animated sampled at the midpoint through the same
-sources, and so on
-recursively down to ``max_subdivision_depth`` halvings; only a step that still fails there raises
-:class:`.SimulationDivergedError`, naming the strand. Substeps that do not fail are computed
-exactly as without this safeguard. The whole model (or, when stepped in threads, the whole group
-of trees) is redone, not only the trees that failed: trees are independent, so the others merely
-take smaller steps, and a failing step is rare enough that redoing only some trees (a model of
-them, :func:`.model.select_trees`, built on the spot) would not pay for itself.
+``SolverSettings.subdivision_threshold``, or it produces non-finite values (constraint forces
+included) — is redone as two half steps, the base motion and everything animated sampled at the
+midpoint through the same sources, and so on recursively down to ``max_subdivision_depth``
+halvings; only a step that still fails there raises :class:`.SimulationDivergedError`, naming the
+strand. Substeps that do not fail are computed exactly as without this safeguard. The whole model
+(or, when stepped in threads, the whole group of trees) is redone, not only the trees that
+failed: trees are independent, so the others merely take smaller steps, and a failing step is
+rare enough that redoing only some trees (a model of them, :func:`.model.select_trees`, built on
+the spot) would not pay for itself.
+
+Constraints
+-----------
+A simulation with obstacles, joint limits or animated constraints
+(:class:`.constraints.ConstraintSolver`) steps all its trees in one thread. Each substep records
+its start (:meth:`.constraints.ConstraintSolver.begin`, with the obstacles' motion and the bases
+sampled at the substep's start), takes the free implicit step, and corrects it by the constraint
+forces (:meth:`.constraints.ConstraintSolver.resolve`) unless the free step failed.
 """
 
 from __future__ import annotations
@@ -164,7 +173,16 @@ class _Constrain:
         self._solver.begin(self._data, state, self._control, time, h)
 
     def resolve(self, state: State, h: float, out: State) -> None:
+        """Correct the free step ``out``; raises :class:`.SimulationDivergedError` if the
+        correction gives non-finite velocities (so the step is subdivided)."""
         self._solver.resolve(self._data, state, self._control, h, out)
+        xp, to_host = self._model.xp, self._model.backend.to_host
+        if not np.isfinite(float(to_host(xp.max(xp.abs(out.w))))):
+            raise SimulationDivergedError(
+                "the simulation diverged: the constraint forces gave non-finite velocities; "
+                "use more substeps, or check for contacts that push a straight strand along "
+                "its length"
+            )
 
 
 def _failed(stats: StepStats, settings: SolverSettings) -> bool:
@@ -246,13 +264,14 @@ def _subdivided_step(
     predictor = data.dw.copy()
     try:
         stats = step(model, data, state, control, h, settings, spare, report_residual)
-        if constrain is not None and not _failed(stats, settings):
+        failed = _failed(stats, settings)
+        if constrain is not None and not failed:
             constrain.resolve(state, h, spare)
     except SimulationDivergedError:
         if depth >= settings.max_subdivision_depth:
             raise
     else:
-        if not _failed(stats, settings):
+        if not failed:
             return spare, state, stats
         if depth >= settings.max_subdivision_depth:
             _raise_unconverged(model, data, stats, depth)
@@ -493,6 +512,8 @@ class Simulation:
         poses = self.model.base_rest_poses if base_poses is None else base_poses
         self.control.set_base_motion(self.model, BaseMotion.still(poses))
         self.control.set_pose(self.model, None)
+        if self.constraints is not None:
+            self.constraints.reset()
         self.stats = StepStats(0, 0.0)
 
     def set_parameter(self, name: str, value: Any) -> None:
@@ -595,7 +616,7 @@ class Simulation:
             self.control.set_pose(self.model, pose)
         animated_pose = pose if callable(pose) else None
         constraints = self.constraints
-        if obstacle_motion is not None and constraints is None:
+        if obstacle_motion is not None and (constraints is None or constraints.obstacles is None):
             raise InvalidInputError("obstacle_motion given, but the simulation has no obstacles")
         times = [start + k * h for k in range(1, substeps + 1)]
         inputs = _Inputs(
@@ -647,13 +668,14 @@ class Simulation:
             pending = [pool.submit(group.advance, *arguments) for group in others]
             results = [first.advance(*arguments)]
             results += [future.result() for future in pending]
-        for group in self._groups:
-            group.store(self.state, self.control, fields)
-        # The control is left as the last substep saw it, whatever was sampled in between.
+        # The control is left as the last substep saw it, whatever was sampled in between, and
+        # then takes the force fields' values the groups computed.
         motion, updates = inputs(times[-1])
         self.control.set_base_motion(self.model, motion)
         for name, value in updates.items():
             setattr(self.control, name, value)
+        for group in self._groups:
+            group.store(self.state, self.control, fields)
         self.state.base_rotation[...] = self.control.base_rotation
         self.state.base_position[...] = self.control.base_position
         self.state.time = start + dt

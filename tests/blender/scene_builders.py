@@ -84,6 +84,13 @@ def add_strand_system(*objects: bpy.types.Object) -> set[str]:
     return bpy.ops.oriented_strands.add_strand_system()
 
 
+def system_status(ob: bpy.types.Object) -> tuple[str, str]:
+    """The strand system's status line and icon, as its panel shows them."""
+    from oriented_strands import scene
+
+    return scene.status(ob)
+
+
 def preview(ob: bpy.types.Object) -> bpy.types.Object:
     return ob.oriented_strands.preview_object
 

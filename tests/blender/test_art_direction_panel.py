@@ -11,6 +11,7 @@ from scene_builders import (  # noqa: E402
     preview_points,
     segment_lengths,
     select_only,
+    system_status,
 )
 
 pytestmark = pytest.mark.usefixtures("extension")
@@ -27,12 +28,6 @@ def _play(scene, frames):
         scene.frame_set(frame)
         positions[frame] = preview_points(scene.objects["twig"])
     return positions
-
-
-def _status(ob):
-    from oriented_strands import scene
-
-    return scene.status(ob)
 
 
 def _twig(scene):
@@ -63,7 +58,7 @@ def test_holding_the_drawn_shape_keeps_it_under_gravity_and_drawn_rest_sags(fact
 
     np.testing.assert_allclose(held[1], DRAWN, atol=1e-6)
     drift = max(np.abs(points - DRAWN).max() for points in held.values())
-    assert drift < 1e-3 * length, _status(ob)
+    assert drift < 1e-3 * length, system_status(ob)
     assert np.abs(sagging - DRAWN).max() > 0.02 * length
 
 
@@ -103,7 +98,7 @@ def test_time_scale_zero_carries_the_strand_rigidly_and_one_lets_it_swing(factor
     ob.oriented_strands.time_scale = 0.0
     carried = _carried_shape_error(factory_scene, carrier, range(1, 25))
     assert swinging > 0.01
-    assert carried < 1e-5, _status(ob)
+    assert carried < 1e-5, system_status(ob)
 
 
 def test_local_dynamics_with_the_carrier_as_reference_takes_its_motion_out(factory_scene):
@@ -112,7 +107,7 @@ def test_local_dynamics_with_the_carrier_as_reference_takes_its_motion_out(facto
     props.local_dynamics = 1.0
     props.reference_object = carrier
     _free_cache(ob)
-    assert _carried_shape_error(factory_scene, carrier, range(1, 25)) < 1e-5, _status(ob)
+    assert _carried_shape_error(factory_scene, carrier, range(1, 25)) < 1e-5, system_status(ob)
 
     props.local_dynamics = 0.5
     half = _carried_shape_error(factory_scene, carrier, range(1, 25))
@@ -139,7 +134,7 @@ def test_local_dynamics_without_a_reference_is_reported(factory_scene):
     _carrier, ob = _carried_twig(factory_scene)
     ob.oriented_strands.local_dynamics = 1.0
     factory_scene.frame_set(2)
-    text, icon = _status(ob)
+    text, icon = system_status(ob)
     assert icon == "ERROR"
     assert "no Reference is set" in text
 

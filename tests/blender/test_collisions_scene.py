@@ -13,6 +13,7 @@ from scene_builders import (  # noqa: E402
     poly_curve,
     preview_points,
     select_only,
+    system_status,
 )
 
 pytestmark = pytest.mark.usefixtures("extension")
@@ -21,12 +22,6 @@ LAST_FRAME = 36
 RADIUS = 0.002  # the strands' collision radius
 # A 30 cm strand lying flat 5 cm above the ground, rooted at its left end.
 FLAT = [[(0.0, 0.0, 0.05), (0.3, 0.0, 0.05)]]
-
-
-def _status(ob):
-    from oriented_strands import scene
-
-    return scene.status(ob)
 
 
 def _strand(scene, splines=FLAT, segments=10):
@@ -58,7 +53,7 @@ def _play(scene, ob):
     for frame in range(1, LAST_FRAME + 1):
         scene.frame_set(frame)
         played[frame] = preview_points(ob)
-    text, icon = _status(ob)
+    text, icon = system_status(ob)
     assert icon != "ERROR", text
     return played
 
@@ -150,6 +145,6 @@ def test_editing_an_obstacle_outdates_the_cache(factory_scene):
     _play(factory_scene, ob)
     ground.oriented_strands_obstacle.static_friction = 0.9
     factory_scene.frame_set(2)
-    text, icon = _status(ob)
+    text, icon = system_status(ob)
     assert icon == "ERROR"
     assert "the obstacles changed" in text

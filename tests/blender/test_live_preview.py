@@ -10,17 +10,12 @@ from scene_builders import (  # noqa: E402
     poly_curve,
     preview_points,
     preview_strands,
+    system_status,
 )
 
 pytestmark = pytest.mark.usefixtures("extension")
 
 REST = [[(0, 0, 0), (0.25, 0, 0)], [(0, 0.1, 0), (0.2, 0.1, -0.05)]]
-
-
-def _status(ob):
-    from oriented_strands import scene
-
-    return scene.status(ob)
 
 
 @pytest.fixture
@@ -47,7 +42,7 @@ def test_playing_simulates_and_scrubbing_back_replays_identical_frames(factory_s
     assert played[1][16, 2] == pytest.approx(0.0, abs=1e-6)
     assert played[2][16, 2] < played[1][16, 2]
     assert played[12][16, 2] < -0.02
-    assert _status(ponytail)[0].startswith("12 frames cached (1–12)")
+    assert system_status(ponytail)[0].startswith("12 frames cached (1–12)")
 
     for frame in (5, 12, 1, 8):
         factory_scene.frame_set(frame)
@@ -59,14 +54,14 @@ def test_jumping_ahead_simulates_the_frames_in_between(factory_scene, ponytail):
     bpy.ops.oriented_strands.reset_to_rest()
     factory_scene.frame_set(10)
     np.testing.assert_array_equal(preview_points(ponytail), played[10])
-    assert _status(ponytail)[0].startswith("10 frames cached")
+    assert system_status(ponytail)[0].startswith("10 frames cached")
 
 
 def test_changing_a_parameter_invalidates_the_cache(factory_scene, ponytail):
     soft = _play(factory_scene, range(1, 11))[10]
 
     ponytail.oriented_strands.youngs_modulus *= 20.0
-    assert _status(ponytail)[0].startswith("Nothing cached")
+    assert system_status(ponytail)[0].startswith("Nothing cached")
     factory_scene.frame_set(10)
     stiff = preview_points(ponytail)
     # A stiffer strand droops less.
@@ -121,7 +116,7 @@ def test_editing_the_input_curves_outdates_the_cache_until_it_is_freed(factory_s
 
     before = preview_points(ponytail)
     factory_scene.frame_set(6)
-    text, icon = _status(ponytail)
+    text, icon = system_status(ponytail)
     assert icon == "ERROR"
     assert "edited" in text
     # An outdated system leaves the preview alone rather than show a wrong simulation.
@@ -131,14 +126,14 @@ def test_editing_the_input_curves_outdates_the_cache_until_it_is_freed(factory_s
     first, _ = preview_strands(ponytail)
     np.testing.assert_allclose(first[-1], (0.3, 0.0, 0.0), atol=1e-6)
     factory_scene.frame_set(7)
-    assert _status(ponytail)[0].startswith("7 frames cached")
+    assert system_status(ponytail)[0].startswith("7 frames cached")
 
 
 def test_editing_the_animation_of_the_base_outdates_the_cache(factory_scene, ponytail):
     _play(factory_scene, range(1, 4))
     ponytail.location = (0.0, 0.0, 1.0)
     factory_scene.frame_set(4)
-    text, icon = _status(ponytail)
+    text, icon = system_status(ponytail)
     assert icon == "ERROR"
     assert "animation" in text
 
@@ -175,7 +170,7 @@ def test_a_saved_file_simulates_again_after_it_is_opened(factory_scene, ponytail
     bpy.ops.wm.open_mainfile(filepath=path)
     scene = bpy.context.scene
     reopened = scene.objects["ponytail"]
-    assert _status(reopened)[0].startswith("Nothing cached")
+    assert system_status(reopened)[0].startswith("Nothing cached")
     scene.frame_set(8)
     np.testing.assert_array_equal(preview_points(reopened), played[8])
 
@@ -187,11 +182,11 @@ def test_in_the_ui_an_outdated_input_is_read_again_by_a_timer(factory_scene, pon
     _play(factory_scene, range(1, 4))
     ponytail.data.splines[0].points[1].co = (0.3, 0.0, 0.0, 1.0)
     factory_scene.frame_set(4)
-    assert _status(ponytail)[1] == "ERROR"
+    assert system_status(ponytail)[1] == "ERROR"
 
     systems._refresh_from_timer()
 
-    assert _status(ponytail)[0].startswith("4 frames cached")
+    assert system_status(ponytail)[0].startswith("4 frames cached")
     first, _ = preview_strands(ponytail)
     lengths = np.linalg.norm(np.diff(first, axis=0), axis=1)
     assert lengths.sum() == pytest.approx(0.3, rel=1e-5)  # the new, longer strand

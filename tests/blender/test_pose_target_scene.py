@@ -7,7 +7,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from scene_builders import add_strand_system, poly_curve, preview_points, select_only  # noqa: E402
+from scene_builders import add_strand_system, poly_curve, preview_points, select_only, system_status  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("extension")
 
@@ -19,12 +19,6 @@ HANGING = np.stack((np.zeros(SEGMENTS + 1), np.zeros(SEGMENTS + 1), -np.linspace
 ANGLE = np.linspace(0.0, math.pi / 2, SEGMENTS + 1)
 RADIUS = LENGTH / (math.pi / 2)
 CURLED = np.stack((RADIUS * (1 - np.cos(ANGLE)), 0 * ANGLE, -RADIUS * np.sin(ANGLE)), axis=1)
-
-
-def _status(ob):
-    from oriented_strands import scene
-
-    return scene.status(ob)
 
 
 def _tail(scene):
@@ -50,7 +44,7 @@ def _play(scene, ob):
     for frame in range(1, LAST_FRAME + 1):
         scene.frame_set(frame)
         played[frame] = preview_points(ob)
-    text, icon = _status(ob)
+    text, icon = system_status(ob)
     assert icon != "ERROR", text
     return played
 
@@ -108,6 +102,6 @@ def test_editing_the_pose_object_outdates_the_cache(factory_scene):
     _posed(factory_scene, ob, pose)
     pose.location = (0.0, 0.05, 0.0)
     factory_scene.frame_set(3)
-    text, icon = _status(ob)
+    text, icon = system_status(ob)
     assert icon == "ERROR"
     assert "the pose object or its animation changed" in text

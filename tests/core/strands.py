@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from oriented_strands.core import StrandSpec
+from oriented_strands.core import BaseMotion, StrandSpec
 
 
 def polyline(
@@ -35,3 +35,19 @@ def random_tree(rng: np.random.Generator) -> list[StrandSpec]:
         StrandSpec(twig, parent=(1, 1), name="twig"),
         StrandSpec(tip_branch, parent=(0, 3), name="tip branch"),
     ]
+
+
+def swaying_base(t: float) -> BaseMotion:
+    """A base swaying ±20° about x at 1.5 Hz, with exact velocity and acceleration."""
+    rate = 2 * np.pi * 1.5
+    angle, speed, accel = (
+        0.35 * np.sin(rate * t),
+        0.35 * rate * np.cos(rate * t),
+        -0.35 * rate**2 * np.sin(rate * t),
+    )
+    c, s = np.cos(angle), np.sin(angle)
+    rotation = np.array([[[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]])
+    zero = np.zeros((1, 3))
+    return BaseMotion(
+        rotation, zero, np.array([[speed, 0.0, 0.0]]), zero, np.array([[accel, 0.0, 0.0]]), zero
+    )

@@ -22,7 +22,7 @@ from oriented_strands.core.integrators import (
     step_implicit,
 )
 from oriented_strands.core.state import Control, State
-from strands import polyline, random_tree
+from strands import polyline, random_tree, swaying_base
 
 STILL = BaseMotion.still(np.eye(4)[None])
 FREE = {"bend_stiffness": 0.0, "twist_stiffness": 0.0, "bend_damping": 0.0, "twist_damping": 0.0}
@@ -154,22 +154,6 @@ def test_implicit_mode_never_gains_energy(backend):
     assert energies[-1] < energies[0]
 
 
-def _swaying(t):
-    """A base swaying ±20° about x at 1.5 Hz, with exact velocity and acceleration."""
-    rate = 2 * np.pi * 1.5
-    angle, speed, accel = (
-        0.35 * np.sin(rate * t),
-        0.35 * rate * np.cos(rate * t),
-        -0.35 * rate**2 * np.sin(rate * t),
-    )
-    c, s = np.cos(angle), np.sin(angle)
-    rotation = np.array([[[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]])
-    zero = np.zeros((1, 3))
-    return BaseMotion(
-        rotation, zero, np.array([[speed, 0.0, 0.0]]), zero, np.array([[accel, 0.0, 0.0]]), zero
-    )
-
-
 def test_stiff_strand_is_stable_at_four_substeps_per_frame(backend):
     rigidity = 1e-4 * 1e6
     parameters = StrandParameters(
@@ -185,12 +169,12 @@ def test_stiff_strand_is_stable_at_four_substeps_per_frame(backend):
     )
     implicit = Simulation(model, SolverSettings(method="implicit", substeps=4))
     for _ in range(48):
-        implicit.advance(1 / 24, _swaying)
+        implicit.advance(1 / 24, swaying_base)
     points = implicit.points()
     assert np.isfinite(points).all()
     # So stiff it moves as one rigid body with the base: segment lengths and the shape hold.
     rest = model.rest_points
-    rotation = _swaying(implicit.time).rotation[0]
+    rotation = swaying_base(implicit.time).rotation[0]
     assert np.abs(points - rest @ rotation.T).max() < 1e-3 * 0.3
     explicit = Simulation(model, SolverSettings(method="explicit", substeps=4))
     # The explicit method is expected to overflow on the way to diverging.
@@ -201,7 +185,7 @@ def test_stiff_strand_is_stable_at_four_substeps_per_frame(backend):
 
 def _advance_frames(sim, frames):
     for _ in range(frames):
-        sim.advance(1 / 24, _swaying)
+        sim.advance(1 / 24, swaying_base)
 
 
 def test_symmetric_tree_under_symmetric_load_stays_symmetric(backend):
@@ -223,7 +207,7 @@ def test_symmetric_tree_under_symmetric_load_stays_symmetric(backend):
         model, SolverSettings(substeps=4, newton_tolerance=1e-10, newton_max_iterations=20)
     )
     for _ in range(24):
-        sim.advance(1 / 24, _swaying)
+        sim.advance(1 / 24, swaying_base)
     points = sim.points()
     left_points, right_points = points[5:9], points[9:13]
     mirrored = right_points * np.array([-1.0, 1.0, 1.0])
@@ -246,7 +230,7 @@ def test_implicit_step_converges_to_dense_reference(backend):
     )
     model = build_model(specs, parameters, backend=backend)
     control = Control.from_model(model)
-    control.set_base_motion(model, _swaying(0.1))
+    control.set_base_motion(model, swaying_base(0.1))
     state = State.at_rest(model)
     state.w = backend.from_host(rng.normal(size=(3, model.n_links)))
     settings = SolverSettings(newton_tolerance=1e-12, newton_max_iterations=60)

@@ -24,7 +24,7 @@ from oriented_strands.core import (
 from oriented_strands.core.dynamics import Data
 from oriented_strands.core.integrators import step_dense_reference, step_implicit
 from oriented_strands.core.state import Control, State
-from strands import polyline, random_tree
+from strands import polyline, random_tree, swaying_base
 
 STILL = BaseMotion.still(np.eye(4)[None])
 FREE = {"bend_stiffness": 0.0, "twist_stiffness": 0.0, "bend_damping": 0.0, "twist_damping": 0.0}
@@ -257,22 +257,6 @@ def test_animated_pose_strength_takes_effect(backend):
     assert np.abs(sim.points() - target).max() < 0.002 * length
 
 
-def _swaying(t):
-    """A base swaying ±20° about x at 1.5 Hz, with exact velocity and acceleration."""
-    rate = 2 * np.pi * 1.5
-    angle, speed, accel = (
-        0.35 * np.sin(rate * t),
-        0.35 * rate * np.cos(rate * t),
-        -0.35 * rate**2 * np.sin(rate * t),
-    )
-    c, s = np.cos(angle), np.sin(angle)
-    rotation = np.array([[[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]])
-    zero = np.zeros((1, 3))
-    return BaseMotion(
-        rotation, zero, np.array([[speed, 0.0, 0.0]]), zero, np.array([[accel, 0.0, 0.0]]), zero
-    )
-
-
 def _waving_pose(model, frames, amplitude=0.8):
     """A pose curling back and forth by ``amplitude`` rad in total, keyed at ``frames``."""
     n = model.n_links
@@ -291,7 +275,7 @@ def test_very_high_pose_strength_is_stable_at_four_substeps_per_frame(backend):
     sim = Simulation(model, SolverSettings(substeps=4))
     posed = Simulation(model)
     for _ in range(24):
-        sim.advance(1 / 24, _swaying, pose=trajectory)
+        sim.advance(1 / 24, swaying_base, pose=trajectory)
         posed.state.q = model.from_strand_order(trajectory(sim.time).rotation)
         posed.state.base_rotation[...] = sim.state.base_rotation
         assert np.abs(sim.points() - posed.points()).max() < 1e-3 * length
@@ -303,7 +287,7 @@ def test_very_high_pose_strength_is_stable_at_four_substeps_per_frame(backend):
 
 def _advance_frames(sim, frames, pose):
     for _ in range(frames):
-        sim.advance(1 / 24, _swaying, pose=pose)
+        sim.advance(1 / 24, swaying_base, pose=pose)
 
 
 def test_zero_pose_strength_is_bit_identical_to_no_pose(backend):
@@ -317,7 +301,7 @@ def test_zero_pose_strength_is_bit_identical_to_no_pose(backend):
     for pose in (None, trajectory):
         sim = Simulation(model, SolverSettings(substeps=2))
         for _ in range(6):
-            sim.advance(1 / 24, _swaying, pose=pose)
+            sim.advance(1 / 24, swaying_base, pose=pose)
         states.append(_joint_state(model, sim))
     assert np.abs(states[0][0] - model.to_strand_order(model.rest_rotation)).max() > 1e-2
     for without, with_zero_pose in zip(states[0], states[1], strict=True):
@@ -350,7 +334,7 @@ def test_articulated_newton_step_matches_dense_jacobian_with_pose_springs(backen
     model = build_model(random_tree(rng), parameters, backend=backend)
     assert model.n_links == 12
     control = Control.from_model(model)
-    control.set_base_motion(model, _swaying(0.1))
+    control.set_base_motion(model, swaying_base(0.1))
     target = _random_poses(model, rng, np.array([0.0, 0.5]))(0.2)
     velocity = rng.normal(size=(model.n_links, 3))
     control.set_pose(model, Pose(target.rotation, velocity))
