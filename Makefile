@@ -4,20 +4,22 @@
 #   .venv/engine   NumPy 2.x, pin, MuJoCo, ruff: tests/core against the reference libraries.
 #   .venv/blender  NumPy 1.26, bpy, alembic3d, MuJoCo: tests/core again, tests/blender, demo,
 #                  bench, build.
+#   .venv/blender-lts  bpy 4.2 (the oldest Blender supported): tests/blender again.
 
 PYTHON ?= python3.11
 VENV := .venv
 ENGINE := $(VENV)/engine
 BLENDER := $(VENV)/blender
+BLENDER_LTS := $(VENV)/blender-lts
 
 # bpy reads BLENDER_USER_RESOURCES once, at import: commands that may start Blender get a
 # throw-away folder for its configuration and extensions, removed when they end.
 BLENDER_SANDBOX = sandbox=$$(mktemp -d) && trap 'rm -rf "$$sandbox"' EXIT && \
 	BLENDER_USER_RESOURCES=$$sandbox
 
-.PHONY: test test-engine test-blender venvs demo bench build lint format clean
+.PHONY: test test-engine test-blender test-blender-lts venvs demo bench build lint format clean
 
-test: test-engine test-blender
+test: test-engine test-blender test-blender-lts
 
 test-engine: $(ENGINE)/editable.stamp
 	$(ENGINE)/bin/pytest tests/test_package.py tests/test_docs.py tests/core
@@ -25,7 +27,10 @@ test-engine: $(ENGINE)/editable.stamp
 test-blender: $(BLENDER)/editable.stamp
 	$(BLENDER)/bin/pytest tests/test_package.py tests/test_docs.py tests/core tests/blender
 
-venvs: $(ENGINE)/editable.stamp $(BLENDER)/editable.stamp
+test-blender-lts: $(BLENDER_LTS)/editable.stamp
+	$(BLENDER_LTS)/bin/pytest tests/test_package.py tests/blender
+
+venvs: $(ENGINE)/editable.stamp $(BLENDER)/editable.stamp $(BLENDER_LTS)/editable.stamp
 
 # -P keeps the current folder off sys.path, so the demo imports the package the way users do.
 demo: $(BLENDER)/editable.stamp
