@@ -91,6 +91,18 @@ def system_status(ob: bpy.types.Object) -> tuple[str, str]:
     return scene.status(ob)
 
 
+def play_without_errors(scene: bpy.types.Scene, ob: bpy.types.Object, frames) -> dict:
+    """Set each frame as playback does; the preview's points at every frame. The strand
+    system's status must show no error afterwards."""
+    played = {}
+    for frame in frames:
+        scene.frame_set(frame)
+        played[frame] = preview_points(ob)
+    text, icon = system_status(ob)
+    assert icon != "ERROR", text
+    return played
+
+
 def preview(ob: bpy.types.Object) -> bpy.types.Object:
     return ob.oriented_strands.preview_object
 

@@ -10,8 +10,8 @@ bpy = pytest.importorskip("bpy")
 from scene_builders import (  # noqa: E402
     add_strand_system,
     grid_mesh,
+    play_without_errors,
     poly_curve,
-    preview_points,
     select_only,
     system_status,
 )
@@ -49,13 +49,7 @@ def _reread(ob):
 
 
 def _play(scene, ob):
-    played = {}
-    for frame in range(1, LAST_FRAME + 1):
-        scene.frame_set(frame)
-        played[frame] = preview_points(ob)
-    text, icon = system_status(ob)
-    assert icon != "ERROR", text
-    return played
+    return play_without_errors(scene, ob, range(1, LAST_FRAME + 1))
 
 
 def test_a_strand_falls_onto_a_ground_plane_and_stays_on_it(factory_scene):

@@ -7,7 +7,13 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from scene_builders import add_strand_system, poly_curve, preview_points, select_only, system_status  # noqa: E402
+from scene_builders import (  # noqa: E402
+    add_strand_system,
+    play_without_errors,
+    poly_curve,
+    select_only,
+    system_status,
+)
 
 pytestmark = pytest.mark.usefixtures("extension")
 
@@ -40,13 +46,7 @@ def _posed(scene, ob, pose):
 
 
 def _play(scene, ob):
-    played = {}
-    for frame in range(1, LAST_FRAME + 1):
-        scene.frame_set(frame)
-        played[frame] = preview_points(ob)
-    text, icon = system_status(ob)
-    assert icon != "ERROR", text
-    return played
+    return play_without_errors(scene, ob, range(1, LAST_FRAME + 1))
 
 
 def test_a_strong_pose_bends_the_strand_into_the_pose_object(factory_scene):
