@@ -199,118 +199,83 @@ def _raise_unconverged(model: Model, data: Data, stats: StepStats, depth: int) -
     )
 
 
-def _advance(
-    model: Model,
-    data: Data,
-    control: Control,
-    drive: Callable[[State, float], None],
-    states: tuple[State, State],
-    start: float,
-    h: float,
-    substeps: int,
-    settings: SolverSettings,
-    constrain: _Constrain | None = None,
-) -> tuple[State, State, StepStats]:
-    """``substeps`` steps of ``h`` from ``states[0]`` (at ``start``), each subdivided on failure;
+@dataclass(eq=False)
+class _Stepper:
+    """Steps a model with adaptive subdivision (see the module docstring).
+
     ``drive(state, t)`` sets ``control`` for a step from ``state`` to time ``t``; ``constrain``
     corrects each step by the constraint forces.
-
-    ``states`` is the current state and a spare to step into; returns them swapped as many times
-    as steps were taken (current first), with the last step's statistics and the number of
-    subdivisions.
     """
-    subdivisions = 0
-    for k in range(substeps):
-        # Only the last substep's statistics are kept, so only its residual is evaluated.
-        *states, stats = _subdivided_step(
-            model,
-            data,
-            control,
-            drive,
-            states,
-            start + (k + 1) * h,
-            h,
-            settings,
-            k == substeps - 1,
-            constrain,
+
+    model: Model
+    data: Data
+    control: Control
+    drive: Callable[[State, float], None]
+    settings: SolverSettings
+    constrain: _Constrain | None = None
+
+    def advance(
+        self, states: tuple[State, State], start: float, h: float, substeps: int
+    ) -> tuple[State, State, StepStats]:
+        """``substeps`` steps of ``h`` from ``states[0]`` (at ``start``), each subdivided on
+        failure.
+
+        ``states`` is the current state and a spare to step into; returns them swapped as many
+        times as steps were taken (current first), with the last step's statistics and the
+        number of subdivisions.
+        """
+        subdivisions = 0
+        for k in range(substeps):
+            # Only the last substep's statistics are kept, so only its residual is evaluated.
+            *states, stats = self._step(states, start + (k + 1) * h, h, k == substeps - 1)
+            subdivisions += stats.subdivisions
+        return (
+            *states,
+            StepStats(stats.iterations, stats.residual_norm, stats.largest_update, subdivisions),
         )
-        subdivisions += stats.subdivisions
-    return (
-        *states,
-        StepStats(stats.iterations, stats.residual_norm, stats.largest_update, subdivisions),
-    )
 
-
-def _subdivided_step(
-    model: Model,
-    data: Data,
-    control: Control,
-    drive: Callable[[State, float], None],
-    states: tuple[State, State],
-    end: float,
-    h: float,
-    settings: SolverSettings,
-    report_residual: bool,
-    constrain: _Constrain | None = None,
-    depth: int = 0,
-) -> tuple[State, State, StepStats]:
-    """One step of ``h`` ending at time ``end`` from ``states[0]`` into ``states[1]``, redone as
-    two half steps if it fails (see the module docstring); returns ``(current, spare, stats)``."""
-    state, spare = states
-    if constrain is not None:
-        constrain.begin(state, end - h, h)
-    drive(state, end)
-    # The step's first guess is the last velocity change; a failed step overwrites it.
-    predictor = data.dw.copy()
-    try:
-        stats = step(model, data, state, control, h, settings, spare, report_residual)
-        failed = _failed(stats, settings)
-        if constrain is not None and not failed:
-            constrain.resolve(state, h, spare)
-    except SimulationDivergedError:
-        if depth >= settings.max_subdivision_depth:
-            raise
-    else:
-        if not failed:
-            return spare, state, stats
-        if depth >= settings.max_subdivision_depth:
-            _raise_unconverged(model, data, stats, depth)
-    # A half step changes the velocity by about half as much.
-    data.dw[...] = 0.5 * predictor
-    half = 0.5 * h
-    state, spare, first = _subdivided_step(
-        model,
-        data,
-        control,
-        drive,
-        (state, spare),
-        end - half,
-        half,
-        settings,
-        False,
-        constrain,
-        depth + 1,
-    )
-    state, spare, second = _subdivided_step(
-        model,
-        data,
-        control,
-        drive,
-        (state, spare),
-        end,
-        half,
-        settings,
-        report_residual,
-        constrain,
-        depth + 1,
-    )
-    data.dw *= 2.0
-    subdivisions = 1 + first.subdivisions + second.subdivisions
-    return (
-        state,
-        spare,
-        StepStats(second.iterations, second.residual_norm, second.largest_update, subdivisions),
-    )
+    def _step(
+        self,
+        states: tuple[State, State],
+        end: float,
+        h: float,
+        report_residual: bool,
+        depth: int = 0,
+    ) -> tuple[State, State, StepStats]:
+        """One step of ``h`` ending at time ``end`` from ``states[0]`` into ``states[1]``, redone
+        as two half steps if it fails; returns ``(current, spare, stats)``."""
+        model, data, settings, constrain = self.model, self.data, self.settings, self.constrain
+        state, spare = states
+        if constrain is not None:
+            constrain.begin(state, end - h, h)
+        self.drive(state, end)
+        # The step's first guess is the last velocity change; a failed step overwrites it.
+        predictor = data.dw.copy()
+        try:
+            stats = step(model, data, state, self.control, h, settings, spare, report_residual)
+            failed = _failed(stats, settings)
+            if constrain is not None and not failed:
+                constrain.resolve(state, h, spare)
+        except SimulationDivergedError:
+            if depth >= settings.max_subdivision_depth:
+                raise
+        else:
+            if not failed:
+                return spare, state, stats
+            if depth >= settings.max_subdivision_depth:
+                _raise_unconverged(model, data, stats, depth)
+        # A half step changes the velocity by about half as much.
+        data.dw[...] = 0.5 * predictor
+        half = 0.5 * h
+        state, spare, first = self._step((state, spare), end - half, half, False, depth + 1)
+        state, spare, second = self._step((state, spare), end, half, report_residual, depth + 1)
+        data.dw *= 2.0
+        subdivisions = 1 + first.subdivisions + second.subdivisions
+        return (
+            state,
+            spare,
+            StepStats(second.iterations, second.residual_norm, second.largest_update, subdivisions),
+        )
 
 
 def thread_count(model: Model, settings: SolverSettings) -> int:
@@ -414,16 +379,9 @@ class _Group:
         drive = functools.partial(
             _drive, self.model, self.data, self.control, self.links, inputs, fields
         )
-        self.state, self.spare, stats = _advance(
-            self.model,
-            self.data,
-            self.control,
-            drive,
-            (self.state, self.spare),
-            start,
-            h,
-            substeps,
-            settings,
+        stepper = _Stepper(self.model, self.data, self.control, drive, settings)
+        self.state, self.spare, stats = stepper.advance(
+            (self.state, self.spare), start, h, substeps
         )
         return stats
 
@@ -630,17 +588,9 @@ class Simulation:
             if constraints is None
             else _Constrain(self.model, self.data, self.control, constraints, base, obstacle_motion)
         )
-        self.state, self._spare, self.stats = _advance(
-            self.model,
-            self.data,
-            self.control,
-            drive,
-            (self.state, self._spare),
-            start,
-            h,
-            substeps,
-            self.settings,
-            constrain,
+        stepper = _Stepper(self.model, self.data, self.control, drive, self.settings, constrain)
+        self.state, self._spare, self.stats = stepper.advance(
+            (self.state, self._spare), start, h, substeps
         )
         # Land exactly on the requested time despite the substeps' rounding.
         self.state.time = start + dt
