@@ -480,16 +480,19 @@ def spring_tangent_stiffness(model: Model, control: Control, q: Any, step: float
 
 
 def inverse3(xp: Any, m: Any) -> Any:
-    """Inverses of (3, 3, ...) matrices by the adjugate (exact, branch-free, any backend).
-
-    The cofactor ``C_ij = m[i+1, j+1] m[i+2, j+2] - m[i+1, j+2] m[i+2, j+1]`` (indices mod 3) is
-    read from the matrix extended cyclically to 5x5, so the nine cofactors take three operations.
-    """
-    cyclic = [0, 1, 2, 0, 1]
-    extended = m[cyclic][:, cyclic]
-    cofactor = extended[1:4, 1:4] * extended[2:5, 2:5] - extended[1:4, 2:5] * extended[2:5, 1:4]
-    determinant = m[0, 0] * cofactor[0, 0] + m[0, 1] * cofactor[0, 1] + m[0, 2] * cofactor[0, 2]
-    return cofactor.transpose(1, 0, *range(2, m.ndim)) * (1.0 / determinant)
+    """Inverses of (3, 3, ...) matrices by the adjugate (exact, branch-free, any backend)."""
+    a, b, c = m[0, 0], m[0, 1], m[0, 2]
+    d, e, f = m[1, 0], m[1, 1], m[1, 2]
+    g, h, i = m[2, 0], m[2, 1], m[2, 2]
+    minor_a, minor_b, minor_c = e * i - f * h, f * g - d * i, d * h - e * g
+    adjugate = xp.stack(
+        (
+            xp.stack((minor_a, c * h - b * i, b * f - c * e)),
+            xp.stack((minor_b, a * i - c * g, c * d - a * f)),
+            xp.stack((minor_c, b * g - a * h, a * e - b * d)),
+        )
+    )
+    return adjugate * (1.0 / (a * minor_a + b * minor_b + c * minor_c))
 
 
 def _link_inertia(model: Model, data: Data, control: Control | None, h: float, out: Any) -> None:
@@ -502,55 +505,63 @@ def _link_inertia(model: Model, data: Data, control: Control | None, h: float, o
     coupling is stiff; adding ``h`` times its derivative to each link's inertia in the implicit
     step's factorisation (a link-local term, so it enters the articulated-body recursion exactly)
     keeps Newton converging fast on fast-spinning strands. Uses ``data.v``, ``data.c`` and
-    ``data.oR`` of the last :func:`inverse_dynamics`.
+    ``data.oR`` of the last :func:`inverse_dynamics`; ``h = 0`` gives the plain inertia.
 
     With ``ĉ`` the cross-product matrix of the centre of mass, ``a = m + h·drag`` and
     ``B = a 1 + h m ω̂`` the blocks are ``[[I_c + h (ω̂ I_c - [I_c ω]×) + ĉ C, ĉ B], [C, B]]``,
-    ``C = -B ĉ - h m [v_c]×``; the products with cross-product matrices are expanded with
-    ``[x]×[y]× = y xᵀ - (x·y) 1`` into outer products.
+    ``C = -B ĉ - h m [v_c]×``. The cross section is round, so with the link axis ``y`` the
+    inertia about the centre of mass is ``I_c = I_b 1 + (I_a - I_b) y yᵀ`` (bending and axial
+    moments) and the gyroscopic term reduces to ``(I_a - I_b) ((ω × y) yᵀ - (y·ω) ŷ)``.
+    Expanding the products of cross-product matrices with ``[x]×[y]× = y xᵀ - (x·y) 1`` leaves
+    each block an outer product, a cross-product matrix and a diagonal, with ``g = h m ω``,
+    ``e = a c + h m v_c``, ``u = (I_a - I_b)(y + h ω × y)`` and
+    ``k = (g·c) c - h (I_a - I_b)(y·ω) y``:
+    ``[[u yᵀ - e cᵀ + k̂ + (I_b + e·c) 1, g cᵀ + a ĉ - (g·c) 1], [-c gᵀ - ê + (g·c) 1, ĝ + a 1]]``.
+    The blocks are assembled component-major and copied into ``out`` once.
     """
     xp = model.xp
-    mass, c = model.mass, data.c
-    inertia_com = xp.einsum("ikn,jkn->ijn", data.oR * model.inertia, data.oR)
-    c_cross = spatial.skew(xp, c)
-    if h:
-        omega = data.v[:3]
-        com_velocity = data.v[3:] + cross(xp, omega, c)
-        a = mass + (h * control.drag) * model.length
-        hm = h * mass
-        omega_c = dot(omega, c)
-        # ω̂ ĉ = c ωᵀ - (ω·c) 1, its transpose ĉ ω̂ = ω cᵀ - (ω·c) 1.
-        c_omega = c[:, None] * (hm * omega)
-        out[3:, 3:] = hm * spatial.skew(xp, omega)
-        out[3:, :3] = -(a * c_cross + c_omega + hm * spatial.skew(xp, com_velocity))
-        out[:3, 3:] = a * c_cross + c_omega.transpose(1, 0, 2)
-        gyroscopic = cross(xp, omega[:, None], inertia_com) - spatial.skew(
-            xp, matvec(xp, inertia_com, omega)
-        )
-        # ĉ C = -a ĉĉ + h m (ω·c) ĉ - h m (v_c cᵀ - (c·v_c) 1).
-        out[:3, :3] = (
-            inertia_com
-            + h * gyroscopic
-            - a * c[:, None] * c[None]
-            + (hm * omega_c) * c_cross
-            - com_velocity[:, None] * (hm * c)
-        )
-        diagonal = a * dot(c, c) + hm * dot(c, com_velocity)
-        hm_omega_c = hm * omega_c
-        for axis in range(3):
-            out[axis, axis] += diagonal
-            out[3 + axis, axis] += hm_omega_c
-            out[axis, 3 + axis] -= hm_omega_c
-            out[3 + axis, 3 + axis] += a
-        return
-    out[3:, 3:] = 0.0
-    out[3:, :3] = -mass * c_cross
-    out[:3, 3:] = mass * c_cross
-    out[:3, :3] = inertia_com - mass * c[:, None] * c[None]
-    square = mass * dot(c, c)
+    mass, c, axis = model.mass, data.c, data.oR[:, 1]
+    bend, axial = model.inertia[0], model.inertia[1]
+    omega = data.v[:3]
+    com_velocity = data.v[3:] + cross(xp, omega, c)
+    a = mass + (h * control.drag) * model.length if h else mass
+    g = (h * mass) * omega
+    gc = dot(g, c)
+    spin = axial - bend
+    u = spin * (axis + h * cross(xp, omega, axis))
+    e = a * c + (h * mass) * com_velocity
+    k = gc * c - (h * spin * dot(axis, omega)) * axis
+    blocks = xp.empty((6, 6, model.n_links), dtype=c.dtype)
+    angular, linear = slice(0, 3), slice(3, 6)
+    xp.subtract(u[:, None] * axis[None], e[:, None] * c[None], out=blocks[angular, angular])
+    _add_skew(blocks[angular, angular], k)
+    _add_diagonal(blocks[angular, angular], bend + dot(e, c))
+    xp.multiply(g[:, None], c[None], out=blocks[angular, linear])
+    _add_skew(blocks[angular, linear], a * c)
+    _add_diagonal(blocks[angular, linear], -gc)
+    xp.multiply(c[:, None], -g[None], out=blocks[linear, angular])
+    _add_skew(blocks[linear, angular], -e)
+    _add_diagonal(blocks[linear, angular], gc)
+    blocks[linear, linear] = 0.0
+    _add_skew(blocks[linear, linear], g)
+    _add_diagonal(blocks[linear, linear], a)
+    out[...] = blocks
+
+
+def _add_skew(block: Any, k: Any) -> None:
+    """``block += k̂`` for (3, 3, N) blocks and vectors ``k`` (3, N)."""
+    block[0, 1] -= k[2]
+    block[0, 2] += k[1]
+    block[1, 0] += k[2]
+    block[1, 2] -= k[0]
+    block[2, 0] -= k[1]
+    block[2, 1] += k[0]
+
+
+def _add_diagonal(block: Any, value: Any) -> None:
+    """``block += value 1`` for (3, 3, N) blocks and values (N,)."""
     for axis in range(3):
-        out[axis, axis] += square
-        out[3 + axis, 3 + axis] = mass
+        block[axis, axis] += value
 
 
 def factorize(
@@ -591,7 +602,8 @@ def factorize(
         IA, S, St = IA_links[level], S_links[level], St_links[level]
         U = IA @ S
         StIA = St @ IA
-        Dinv = inverse3(xp, (St @ U + blocks[level]).transpose(1, 2, 0)).transpose(2, 0, 1)
+        D = xp.ascontiguousarray((St @ U + blocks[level]).transpose(1, 2, 0))
+        Dinv = inverse3(xp, D).transpose(2, 0, 1)
         # Dinv Wᵀ = Dinv Sᵀ IA, kept instead of W: the solve's forward sweep then needs one
         # product per level fewer.
         DinvWt = Dinv @ StIA

@@ -64,7 +64,7 @@ class SolverSettings:
 
     method: str = "implicit"
     substeps: int = 4
-    newton_tolerance: float = 1e-4
+    newton_tolerance: float = 3e-3
     newton_max_iterations: int = 8
     subdivision_threshold: float = 1e-2
     max_subdivision_depth: int = 5

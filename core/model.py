@@ -150,7 +150,7 @@ class Model:
     mass : device float (N,), kg
     inertia : device float (3, N), kg·m²
         Principal inertia about the centre of mass in the link frame: ``(I_xx, I_yy, I_zz)``,
-        ``y`` being the (small) axial one.
+        ``y`` being the (small) axial one; ``I_xx = I_zz`` (the cross-section is round).
     joint_length : device float (N,), m
         Length of rod each joint stands for (Voronoi length; half a segment at a root).
     collision_radius : device float (N,), m

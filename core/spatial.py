@@ -87,18 +87,6 @@ def matmul(xp: Any, a: Array, b: Array) -> Array:
     return xp.einsum("ij...,jk...->ik...", a, b)
 
 
-def skew(xp: Any, a: Array) -> Array:
-    """Cross-product matrices ``[a]x`` ``(3, 3, ...)``: ``matvec(skew(a), b) == cross(a, b)``."""
-    zero = xp.zeros_like(a[0])
-    return xp.stack(
-        (
-            xp.stack((zero, -a[2], a[1])),
-            xp.stack((a[2], zero, -a[0])),
-            xp.stack((-a[1], a[0], zero)),
-        )
-    )
-
-
 def quat_multiply(xp: Any, a: Array, b: Array, out: Array = None) -> Array:
     """Hamilton product ``a ⊗ b`` of quaternions ``(4, ...)``, into ``out`` if given (which must
     not overlap ``a`` or ``b``)."""
