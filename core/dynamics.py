@@ -455,25 +455,62 @@ def joint_torques(model: Model, control: Control, q: Any, w: Any) -> Any:
     return torque
 
 
-def spring_tangent_stiffness(model: Model, control: Control, q: Any, step: float) -> Any:
-    """``-dQ_spring/dtheta`` (3, 3, N) for rotations ``q ⊗ exp(theta)``, by local differences.
+def spring_tangent_stiffness(model: Model, control: Control, q: Any) -> Any:
+    """``-dQ_spring/dtheta`` (3, 3, N) for rotations ``q ⊗ exp(theta)``, N·m/rad.
 
-    Each joint's springs depend on its own rotation only, so one vectorised evaluation of each
-    spring at the rotation and at its three perturbations gives the joint-local tangent of any
-    spring model.
+    Each joint's springs depend on its own rotation only, so the tangent is joint-local: entry
+    ``[i, k]`` is minus the derivative of torque component ``i`` along rotation axis ``k``.
     """
-    xp = model.xp
-    turns = spatial.quat_exp(xp, step * xp.eye(3, dtype=model.backend.float))
     stiffness = None
     for reference, k_x, k_z, k_t in _springs(model, control):
-        deviation = _deviation(xp, reference, q)
-        # q ⊗ exp(theta) deviates from the reference by deviation ⊗ exp(theta).
-        perturbed = spatial.quat_multiply(xp, deviation[:, None], turns[:, :, None])
-        rotations = xp.concatenate((deviation[:, None], perturbed), axis=1)
-        torque = _spring_torque(xp, rotations, k_x, k_z, k_t)
-        tangent = (torque[:, :1] - torque[:, 1:]) * (1.0 / step)
+        tangent = _spring_tangent(model.xp, _deviation(model.xp, reference, q), k_x, k_z, k_t)
         stiffness = tangent if stiffness is None else stiffness + tangent
     return stiffness
+
+
+def _spring_tangent(xp: Any, deviation: Any, k_x: Any, k_z: Any, k_t: Any) -> Any:
+    """Minus the derivative (3, 3, N) of :func:`_spring_torque` with respect to rotations of the
+    child, ``deviation ⊗ exp(theta)``, in closed form.
+
+    The quaternion moves along ``dp/dtheta_k = p ⊗ (0, e_k) / 2`` (tangent to the unit sphere,
+    so the normalisation does not move); the three directions are carried through every
+    intermediate of the torque at once, with its clamps and its degenerate branch.
+    """
+    p = spatial.quat_normalize(xp, deviation)
+    w, x, y, z = p[0], p[1], p[2], p[3]
+    # d(w, x, y, z) along theta_x, theta_y, theta_z: each (3, N).
+    dw = -0.5 * xp.stack((x, y, z))
+    dx = 0.5 * xp.stack((w, -z, y))
+    dy = 0.5 * xp.stack((z, w, -x))
+    dz = 0.5 * xp.stack((-y, x, w))
+    norm = xp.sqrt(w * w + y * y)
+    degenerate = norm < 1e-12
+    safe = xp.where(degenerate, 1.0, norm)
+    d_norm = (w * dw + y * dy) / safe
+    sw = xp.where(degenerate, w, norm)
+    sx = xp.where(degenerate, x, (w * x - y * z) / safe)
+    sz = xp.where(degenerate, z, (w * z + x * y) / safe)
+    d_sw = xp.where(degenerate, dw, d_norm)
+    d_sx = xp.where(degenerate, dx, (dw * x + w * dx - dy * z - y * dz - sx * d_norm) / safe)
+    d_sz = xp.where(degenerate, dz, (dw * z + w * dz + dx * y + x * dy - sz * d_norm) / safe)
+    clamped = w < 1e-6 * safe
+    denominator = xp.where(clamped, 1e-6 * safe, w)
+    tan_twist = xp.where(degenerate, 0.0, y / denominator)
+    d_denominator = xp.where(clamped, 1e-6 * d_norm, dw)
+    d_tan_twist = xp.where(degenerate, 0.0, (dy - tan_twist * d_denominator) / denominator)
+    swing_w = xp.maximum(sw, 1e-6)
+    d_swing_w = xp.where(sw > 1e-6, d_sw, 0.0)
+    twist_scale = (-2.0 * k_t) * tan_twist
+    d_twist_scale = (-2.0 * k_t) * d_tan_twist
+    torque_x = ((-2.0 * k_x) * sx + twist_scale * sz) / swing_w
+    torque_z = ((-2.0 * k_z) * sz - twist_scale * sx) / swing_w
+    d_torque_x = (
+        (-2.0 * k_x) * d_sx + d_twist_scale * sz + twist_scale * d_sz - torque_x * d_swing_w
+    ) / swing_w
+    d_torque_z = (
+        (-2.0 * k_z) * d_sz - d_twist_scale * sx - twist_scale * d_sx - torque_z * d_swing_w
+    ) / swing_w
+    return -xp.stack((d_torque_x, d_twist_scale, d_torque_z))
 
 
 # --- the articulated-body factorisation and solve -----------------------------------------------

@@ -164,7 +164,7 @@ def _raise_diverged(model: Model, w: Any) -> None:
 def joint_block(model: Model, control: Control, q: Any, h: float) -> Any:
     """The joint-local part ``h D + h² K`` (3, 3, N) of the Newton matrix at rotations ``q``."""
     xp = model.xp
-    stiffness = dynamics.spring_tangent_stiffness(model, control, q, _tangent_step(model))
+    stiffness = dynamics.spring_tangent_stiffness(model, control, q)
     damping = dynamics.joint_damping(model, control)
     block = (h * h) * stiffness
     block += h * xp.eye(3, dtype=model.backend.float)[:, :, None] * damping[None]
@@ -316,11 +316,6 @@ def step(
     if settings.method == "implicit":
         return step_implicit(model, data, state, control, h, settings, out, report_residual)
     return step_explicit(model, data, state, control, h, out)
-
-
-def _tangent_step(model: Model) -> float:
-    # Forward differences: the step balances truncation against round-off of the precision.
-    return 1e-6 if model.backend.dtype == "float64" else 1e-3
 
 
 def step_dense_reference(

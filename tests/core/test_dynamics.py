@@ -227,10 +227,47 @@ def test_spring_tangent_stiffness_matches_derivative_of_tan_law(backend):
     q = backend.to_host(model.rest_rotation).T
     q[1] = spatial.quat_multiply(np, q[1], spatial.quat_exp(np, np.array([angle, 0.0, 0.0])))
     stiffness = backend.to_host(
-        spring_tangent_stiffness(model, Control.from_model(model), backend.from_host(q.T), 1e-6)
+        spring_tangent_stiffness(model, Control.from_model(model), backend.from_host(q.T))
     )
     # d/dtheta of 2 K tan(theta/2) is K / cos²(theta/2).
     assert stiffness[0, 0, 1] == pytest.approx((2e-3 / 0.1) / np.cos(angle / 2) ** 2, rel=1e-5)
+
+
+@pytest.mark.parametrize("posed", [False, True])
+def test_spring_tangent_stiffness_is_the_derivative_of_the_spring_torques(backend, posed):
+    """The closed-form tangent equals central differences of the joint torques under rotations
+    ``q ⊗ exp(theta)`` of the child, for bends and twists up to near a half turn, anisotropic
+    bending, and a pose spring on top."""
+    rng = np.random.default_rng(11)
+    n = 40
+    parameters = StrandParameters(
+        bend_stiffness=[(2e-3, 9e-3)] * n,
+        twist_stiffness=5e-3,
+        bend_damping=0.0,
+        twist_damping=0.0,
+        pose_strength=4e-3 if posed else 0.0,
+    )
+    model = build_model([StrandSpec(polyline(n, 1.0))], parameters, backend=backend)
+    rest = backend.to_host(model.rest_rotation).T
+    angles = np.linspace(0.0, 2.9, n)[:, None] * rng.normal(size=(n, 3)) / np.sqrt(3)
+    q = spatial.quat_multiply(np, rest.T, spatial.quat_exp(np, angles.T))
+    control = Control.from_model(model)
+    if posed:
+        target = spatial.quat_multiply(np, rest.T, spatial.quat_exp(np, -angles.T)).T
+        control.set_pose(model, Pose(target, np.zeros((n, 3))))
+    still = backend.from_host(np.zeros((3, n)))
+
+    def torques(turn):
+        turned = spatial.quat_multiply(np, q, spatial.quat_exp(np, turn[:, None] * np.ones(n)))
+        return backend.to_host(joint_torques(model, control, backend.from_host(turned), still))
+
+    step = 1e-6
+    expected = np.stack(
+        [-(torques(step * axis) - torques(-step * axis)) / (2 * step) for axis in np.eye(3)],
+        axis=1,
+    )
+    stiffness = backend.to_host(spring_tangent_stiffness(model, control, backend.from_host(q)))
+    np.testing.assert_allclose(stiffness, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
 
 
 def _spring_energy(rotation, bend_stiffness, twist_stiffness):
@@ -304,7 +341,7 @@ def test_pose_spring_follows_the_tan_law_towards_the_target_and_damps_relative_m
     expected = -(damping / joint_length) * (w - w_pose)
     expected[1, axis] -= 2 * (strength / 0.1) * np.tan(angle / 2)
     np.testing.assert_allclose(torque, expected, rtol=1e-12, atol=1e-15)
-    stiffness = backend.to_host(spring_tangent_stiffness(model, control, model.rest_rotation, 1e-6))
+    stiffness = backend.to_host(spring_tangent_stiffness(model, control, model.rest_rotation))
     # d/dtheta of 2 K tan(theta/2) is K / cos²(theta/2).
     assert stiffness[axis, axis, 1] == pytest.approx(
         (strength / 0.1) / np.cos(angle / 2) ** 2, rel=1e-5
