@@ -598,7 +598,7 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         description=(
             "Newton iterations stop once the largest joint-velocity update is below this, rad/s"
         ),
-        default=1e-4,
+        default=3e-3,
         min=1e-12,
         soft_max=0.1,
         precision=6,
