@@ -315,6 +315,76 @@ def test_a_rising_plane_lifts_a_resting_tip_at_its_own_speed(backend):
     assert _tip_velocity(sim)[2] == pytest.approx(speed, rel=1e-3)
 
 
+def test_a_rising_floor_buckles_a_straight_strand_standing_on_it(backend):
+    """A straight hanging strand (8 links) meets a plane rising at 0.17 m/s exactly along its
+    axis: the push has no first-order effect on the chain (a near-zero operator diagonal), so
+    the contact is compliant (weak row) and pushes with bounded force, slightly off the axis,
+    and the strand buckles. It stays finite for 2 s while the floor rises to 4 cm under the
+    root and then stops, bends aside, lets the floor in by less than 3 cm while it buckles and
+    by less than its collision radius once it has (from 0.7 s on), and its kinetic energy stays
+    below that of the whole strand at 0.5 m/s."""
+    radius, speed, length, mass = 1e-3, 0.17, 0.24, 0.01 * 0.24
+    model = build_model(
+        [StrandSpec(polyline(8, length))],
+        StrandParameters(mass_per_length=0.01, radius=radius, bend_stiffness=5e-6),
+        backend=backend,
+    )
+    obstacles = build_obstacles([Plane(Material(0.0, 0.3, 0.2))], backend)
+    sim = Simulation(model, SolverSettings(substeps=4), obstacles=obstacles)
+    start, stop = -length - radius - 0.002, -0.04
+
+    def floor(t):
+        return min(start + speed * t, stop)
+
+    def motion(t):
+        rising = speed if start + speed * t < stop else 0.0
+        return ObstacleMotion.from_host(
+            obstacles, _pose(position=(0.0, 0.0, floor(t)))[None], None, [[0.0, 0.0, rising]]
+        )
+
+    deepest, settled, aside = 0.0, 0.0, 0.0
+    for _ in range(_frames(backend, 48)):
+        sim.advance(1 / 24, STILL, obstacle_motion=motion)
+        points = sim.points()
+        assert np.isfinite(points).all()
+        depth = floor(sim.time) + radius - points[:, 2].min()
+        deepest = max(deepest, depth)
+        if sim.time > 0.7:
+            settled = max(settled, depth)
+        aside = max(aside, np.hypot(points[:, 0], points[:, 1]).max())
+        assert sim.energy()[0] < 0.5 * mass * 0.5**2
+    assert aside > 0.05
+    assert deepest < 0.03
+    assert settled < radius
+
+
+@pytest.mark.parametrize("moving", [False, True])
+def test_a_path_target_out_of_reach_stretches_the_strand_toward_it(backend, moving):
+    """The tip of the L-shaped strand (20 cm) is led to a point 27 cm from the root: either
+    there at once (15 cm from the tip), or along a path leaving the tip at 0.2 m/s. The row
+    along the stretched strand is weak (compliant) and the approach speed is capped, so the
+    strand stays finite, ends stretched straight (its tip within 1 mm of its full length from
+    the root) pointing at the target within 1°, and comes to rest."""
+    model = _l_shaped_strand(backend)
+    goal = np.array([0.25, 0.0, -0.1])
+
+    def path(t):
+        if not moving:
+            return goal
+        return np.array([min(0.1 + 0.2 * t, goal[0]), 0.0, -0.1])
+
+    sim = Simulation(model, SolverSettings(substeps=4))
+    sim.add_constraint(PointPath(0, 3, path))
+    for _ in range(_frames(backend, 48)):
+        sim.advance(1 / 24, STILL)
+        assert np.isfinite(sim.points()).all()
+    tip = sim.points()[-1]
+    assert np.linalg.norm(tip) > 0.2 - 1e-3
+    cosine = tip @ goal / (np.linalg.norm(tip) * np.linalg.norm(goal))
+    assert cosine > math.cos(math.radians(1.0))
+    assert sim.energy()[0] < 1e-8
+
+
 def _head_and_hair(backend, n_strands: int, n_links: int):
     """Strands rooted around a head sphere (radius 10 cm) at 50° of elevation, pointing down its
     side, a neck capsule below; the first link of each strand is out of collisions (its root
