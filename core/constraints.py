@@ -84,7 +84,7 @@ from . import dynamics, integrators, spatial
 from .dynamics import Data
 from .errors import InvalidInputError
 from .lcp import solve_lcp
-from .model import Model
+from .model import Model, select_trees
 from .obstacles import ObstacleMotion, Obstacles, find_contacts
 from .spatial import cross, dot
 from .state import Control, State
@@ -702,7 +702,7 @@ class ConstraintSolver:
         target = dense(rows.target, 0.0)
         normal_row = xp.where(dense(rows.friction, False, bool), xp.arange(m)[None, :] - 1, -1)
 
-        operator = delassus_operator(model, data, link, arm, direction, joint, h)
+        operator = delassus_operator(model, data, link, arm, direction, joint, h, counts)
         operator = 0.5 * (operator + operator.transpose(0, 2, 1))
         diagonal = xp.diagonal(operator, axis1=1, axis2=2)
         floor = 1e-12 * xp.max(diagonal, axis=1, keepdims=True) + 1e-30
@@ -774,7 +774,14 @@ class ConstraintSolver:
 
 
 def delassus_operator(
-    model: Model, data: Data, link: Any, arm: Any, direction: Any, joint: Any, h: float
+    model: Model,
+    data: Data,
+    link: Any,
+    arm: Any,
+    direction: Any,
+    joint: Any,
+    h: float,
+    counts: np.ndarray | None = None,
 ) -> Any:
     """The constraint operator ``A = h G N⁻¹ Gᵀ`` (T, m, m) of every tree's rows, by test solves
     through the last :func:`.dynamics.factorize` (of ``N``).
@@ -787,11 +794,70 @@ def delassus_operator(
     zero direction. Column ``c`` of every tree comes from one solve, every tree loading its own
     ``c``-th row (trees are independent; a tree's rows of one column are on one link, so no link
     is loaded twice). Uses the link frames of the last kinematics in ``data``.
+
+    ``counts`` (host ints, (T,)) is every tree's row count (its rows from ``counts[t]`` on are
+    padding), read from ``direction`` with one transfer if not given. Only trees with more than
+    ``c`` rows need column ``c``: columns ``[2, 4)``, ``[4, 8)``, … are solved on a model of just
+    those trees (:func:`.model.select_trees`, with the factorisation gathered from ``data`` once
+    per range) when they are fewer than half the forest, so that the many columns of the few
+    trees with many rows cost those trees' links only.
     """
     xp = model.xp
     n_trees, m = link.shape
-    operator = xp.empty((n_trees, m, m), dtype=model.backend.float)
-    for c in range(m):
+    operator = xp.zeros((n_trees, m, m), dtype=model.backend.float)
+    if counts is None:
+        loaded = xp.any(direction != 0.0, axis=0)
+        counts = model.backend.to_host(xp.max(xp.where(loaded, xp.arange(1, m + 1), 0), axis=1))
+    start, stop = 0, min(2, m)
+    while start < m:
+        trees = np.nonzero(counts > start)[0]
+        if not len(trees):
+            break
+        columns = range(start, stop)
+        if 2 * len(trees) >= n_trees:
+            _operator_columns(model, data, link, arm, direction, joint, h, columns, operator)
+        else:
+            sub, links = select_trees(model, trees)
+            device = model.backend.from_host
+            sub_data = Data.for_model(sub)
+            chosen = device(links)
+            for name in ("S", "UDinv", "DinvWt", "Dinv", "oR", "r"):
+                setattr(sub_data, name, getattr(data, name)[..., chosen])
+            renumber = np.full(model.n_links, -1, dtype=np.int64)
+            renumber[links] = np.arange(len(links))
+            picked = device(trees)
+            part = xp.zeros((len(trees), m, m), dtype=model.backend.float)
+            _operator_columns(
+                sub,
+                sub_data,
+                device(renumber)[link[picked]],
+                arm[:, picked],
+                direction[:, picked],
+                joint[picked],
+                h,
+                columns,
+                part,
+            )
+            operator[picked, :, start:stop] = part[:, :, start:stop]
+        start, stop = stop, min(2 * stop, m)
+    return operator
+
+
+def _operator_columns(
+    model: Model,
+    data: Data,
+    link: Any,
+    arm: Any,
+    direction: Any,
+    joint: Any,
+    h: float,
+    columns: range,
+    operator: Any,
+) -> None:
+    """Columns ``columns`` of :func:`delassus_operator` into ``operator`` (T, m, m), one solve
+    each over the whole of ``model``."""
+    xp = model.xp
+    for c in columns:
         point = direction[:, :, c] * ~joint[:, c]
         link_force = xp.zeros((6, model.n_links), dtype=model.backend.float)
         link_force[:3, link[:, c]] = cross(xp, arm[:, :, c], point)
@@ -802,7 +868,6 @@ def delassus_operator(
         operator[:, :, c] = h * _row_values(
             xp, data.solve_a[:, link], data.x[:, link], arm, direction, joint
         )
-    return operator
 
 
 def _still(obstacles: Obstacles) -> ObstacleMotion:

@@ -31,7 +31,7 @@ from oriented_strands.core import (
     integrators,
     spatial,
 )
-from oriented_strands.core.constraints import delassus_operator
+from oriented_strands.core.constraints import _operator_columns, delassus_operator
 from oriented_strands.core.obstacles import signed_distances
 from oriented_strands.core.state import Control
 from strands import polyline, random_tree
@@ -166,6 +166,51 @@ def test_the_operator_from_test_solves_is_h_g_inverse_newton_matrix_g_transposed
         host(operator), expected, rtol=1e-6, atol=1e-9 * np.abs(expected).max()
     )
     assert np.abs(expected[1, 2:]).max() == 0.0  # the padding rows stay empty
+
+
+def test_the_operator_solves_later_columns_on_the_trees_that_have_them(backend):
+    """One tree with 8 rows among six with 2: columns 2–7 are solved on a model of that tree
+    alone (a sub-model with the factorisation gathered), and the operator equals the one from
+    whole-forest solves of every column within 1e-12 (relative to its largest entry)."""
+    rng = np.random.default_rng(5)
+    specs = random_tree(rng) + [
+        StrandSpec(polyline(5, 0.2, start=(0.3 * k, 0.5, 0.0))) for k in range(5)
+    ]
+    model = build_model(
+        specs, StrandParameters(bend_stiffness=1e-2, twist_stiffness=5e-3), backend=backend
+    )
+    xp, device, host, h = model.xp, backend.from_host, backend.to_host, 0.01
+    data, control = dynamics.Data.for_model(model), Control.from_model(model, (0.0, 0.0, 0.0))
+    q = spatial.quat_multiply(
+        xp,
+        model.rest_rotation,
+        spatial.quat_exp(xp, device(rng.normal(0, 0.3, (3, model.n_links)))),
+    )
+    zero = xp.zeros((3, model.n_links), dtype=model.backend.float)
+    dynamics.inverse_dynamics(model, data, q, zero, zero, control)
+    dynamics.factorize(model, data, integrators.joint_block(model, control, q, h))
+    n_trees, m = model.n_trees, 8
+    counts = np.array([8] + [2] * (n_trees - 1))
+    link_tree = host(model.link_tree)
+    level_major = np.tile(np.arange(n_trees)[:, None], (1, m))
+    joint = np.zeros((n_trees, m), bool)
+    for t in range(n_trees):
+        links = np.nonzero(link_tree == t)[0]
+        level_major[t, : counts[t]] = rng.choice(links, counts[t])
+        joint[t, : counts[t]] = rng.random(counts[t]) < 0.3
+    direction = rng.normal(size=(3, n_trees, m))
+    direction[:, np.arange(m)[None, :] >= counts[:, None]] = 0.0
+    fraction = rng.random((n_trees, m)) * ~joint
+    links = device(level_major)
+    arm = data.r[:, links] + (device(fraction) * model.length[links]) * data.oR[:, 1, links]
+    rows = (links, arm, device(direction), device(joint))
+    operator = host(delassus_operator(model, data, *rows, h, counts))
+    whole = xp.zeros((n_trees, m, m), dtype=model.backend.float)
+    _operator_columns(model, data, *rows, h, range(m), whole)
+    whole = host(whole)
+    assert np.abs(operator - whole).max() <= 1e-12 * np.abs(whole).max()
+    assert np.abs(whole[1:, :, 2:]).max() == 0.0
+    np.testing.assert_array_equal(host(delassus_operator(model, data, *rows, h)), operator)
 
 
 def test_a_strand_dropped_on_a_plane_comes_to_rest_on_it_without_sinking_in(backend):
