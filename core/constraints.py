@@ -46,7 +46,17 @@ One substep with constraints
    - joint limit, ``[0, ∞)``: the swing (or twist) angle at ``t + h``, linearised about the start
      of the step, stays within the limit;
    - point on a path, joint following a rotation, ``(−∞, ∞)``: eq. 15, ``a^d = a* + k_p (x* − x)
-     + k_d (v* − v)`` at ``t``, ``v^d = v(t) + h a^d``.
+     + k_d (v* − v)`` at ``t``, ``v^d = v(t) + h a^d``; a point's velocity relative to its
+     target's is capped at ``path_speed``. A point's three rows lie along the line from its
+     tree's root joint to the point and across it.
+
+   **Weak rows.** A point pushed or pulled along its own straight chain cannot move that way to
+   first order: its diagonal of ``A`` is nearly zero and the force that row asks for is bounded
+   only by the regularisation (10⁹ N on a hair). A point row whose diagonal is below
+   ``weak_row_ratio`` of the most mobile row at the same point is compliant: its diagonal is
+   raised to that level, which bounds its force by what a healthy row would need. A weak row
+   that pushes its point toward the root is applied slightly off its line
+   (``buckling_tilt``), so that a straight strand buckles to a definite side at once.
 6. **Apply**: the joint torques of all forces, one solve, ``w⁺ += h solve(Gᵀ x)``,
    ``q⁺ = q ⊗ exp(h w⁺)``. Then (``passes`` ≥ 2) a Newton iteration of the backward-Euler
    residual with the forces as a load, through the free step's own kind of factorisation,
@@ -74,7 +84,7 @@ from . import dynamics, integrators, spatial
 from .dynamics import Data
 from .errors import InvalidInputError
 from .lcp import solve_lcp
-from .model import Model
+from .model import Model, select_trees
 from .obstacles import ObstacleMotion, Obstacles, find_contacts
 from .spatial import cross, dot
 from .state import Control, State
@@ -116,6 +126,20 @@ class ConstraintSettings:
         ``k_p`` of eq. 15 for points on paths and joints following rotations.
     path_damping : 1/s
         ``k_d`` of eq. 15; ``k_d h ≤ 1`` keeps the tracking free of overshoot.
+    path_speed : m/s
+        The fastest a point on a path is asked to approach its target, relative to the target's
+        own motion: a target far away (or out of reach) is approached at this speed rather than
+        with a force growing with the distance.
+    weak_row_ratio : float in (0, 1]
+        ``κ``: a point row that moves its point less than ``κ`` times as easily as the most
+        mobile row of the same point (its diagonal of ``A`` below ``κ`` times theirs: a point
+        pushed or pulled along its own straight chain) is compliant: its diagonal is raised to
+        that level, so it pushes at most with the force a row of ``κ`` times that mobility would
+        need, not with the force unbounded by a near-zero diagonal.
+    buckling_tilt : float >= 0
+        ``η``: the force of a weak row that pushes its point toward its tree's root is applied up
+        to ``η`` off its line, sideways from the point's link (the imperfection that lets a
+        straight strand pushed along itself buckle; see ``docs/collisions.md``).
     passes : int
         LCP solves per substep, each followed by a Newton iteration with the forces found (see
         :meth:`ConstraintSolver._apply`).
@@ -133,6 +157,9 @@ class ConstraintSettings:
     limit_margin: float = 0.02
     path_stiffness: float = 2000.0
     path_damping: float = 80.0
+    path_speed: float = 0.5
+    weak_row_ratio: float = 0.1
+    buckling_tilt: float = 0.05
     passes: int = 2
 
     def __post_init__(self) -> None:
@@ -142,6 +169,8 @@ class ConstraintSettings:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
         if not 0.0 < float(self.relaxation) < 2.0:
             raise InvalidInputError(f"relaxation must lie in (0, 2), got {self.relaxation}")
+        if not 0.0 < float(self.weak_row_ratio) <= 1.0:
+            raise InvalidInputError(f"weak_row_ratio must lie in (0, 1], got {self.weak_row_ratio}")
         if not 0.0 < float(self.penetration_recovery) <= 1.0:
             raise InvalidInputError(
                 f"penetration_recovery must lie in (0, 1], got {self.penetration_recovery}"
@@ -157,6 +186,8 @@ class ConstraintSettings:
             "limit_margin",
             "path_stiffness",
             "path_damping",
+            "path_speed",
+            "buckling_tilt",
         ):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
@@ -414,13 +445,19 @@ class ConstraintSolver:
             target_velocity = (targets[2] - targets[0]) / (2 * h)
             target_acceleration = (targets[2] - 2 * targets[1] + targets[0]) / (h * h)
             position = relative + origin[:, links]
-            desired = (
+            # The target's velocity at t + h, and eq. 15's velocity there relative to it: the
+            # approach, capped at path_speed (the proportional term grows with the distance).
+            ahead = device(target_velocity.T) + h * device(target_acceleration.T)
+            approach = (
                 velocity
-                + h * device(target_acceleration.T)
+                - device(target_velocity.T)
                 + (h * kp) * (device(targets[1].T) - position)
                 + (h * kd) * (device(target_velocity.T) - velocity)
             )
-            start["paths"] = (links, fractions, desired)
+            speed = xp.sqrt(dot(approach, approach))
+            limit = self.settings.path_speed
+            approach = approach * xp.where(speed > limit, limit / xp.maximum(speed, 1e-300), 1.0)
+            start["paths"] = (links, fractions, ahead + approach)
         if rotations:
             links = device(np.array([self._level_major_link(c.strand, c.link) for c in rotations]))
             targets = np.array(
@@ -463,7 +500,7 @@ class ConstraintSolver:
             limit_rows = rows.tree.shape[0]
             parts.append(rows.with_padding(xp))
         if "paths" in self._start:
-            rows = self._path_rows()
+            rows = self._path_rows(data)
             bilateral_rows += rows.tree.shape[0]
             parts.append(rows.with_padding(xp))
         if "rotations" in self._start:
@@ -581,12 +618,22 @@ class ConstraintSolver:
             parts.append(_joint_rows(xp, model, link, direction[:, link], excess[link] / h, True))
         return _Rows.concatenate(xp, parts)
 
-    def _path_rows(self) -> _Rows:
+    def _path_rows(self, data: Data) -> _Rows:
+        """Three bilateral rows per point: along the line from its tree's root joint to the point,
+        and two across it. A chain stretched toward an unreachable target
+        can hardly move its point along that line: in this basis that is one weak row, which
+        :meth:`_apply` makes compliant, rather than a near-singular block of world-axis rows
+        (each with a healthy diagonal) that asks for huge, nearly cancelling forces."""
         model, xp = self.model, self.model.xp
         links, fractions, desired = self._start["paths"]
         count = links.shape[0]
-        eye = xp.eye(3, dtype=model.backend.float)
-        direction = xp.repeat(eye, count, axis=1)
+        reach = _from_root(model, data, links, _arms(model, data, links, fractions))
+        length = xp.sqrt(dot(reach, reach))
+        along = xp.where(length > 1e-12, reach / xp.where(length > 1e-12, length, 1.0), 0.0)
+        along[0] = xp.where(length > 1e-12, along[0], 1.0)
+        across = _perpendicular(xp, along)
+        basis = (along, across, cross(xp, along, across))
+        direction = xp.concatenate(basis, axis=1)
         infinite = xp.full(3 * count, xp.inf, dtype=model.backend.float)
         false = xp.zeros(3 * count, dtype=bool)
         return _Rows(
@@ -598,7 +645,7 @@ class ConstraintSolver:
             lower=-infinite,
             upper=infinite,
             friction=false,
-            target=desired.reshape(3 * count),
+            target=xp.concatenate([dot(axis, desired) for axis in basis]),
         )
 
     def _rotation_rows(self) -> _Rows:
@@ -655,11 +702,16 @@ class ConstraintSolver:
         target = dense(rows.target, 0.0)
         normal_row = xp.where(dense(rows.friction, False, bool), xp.arange(m)[None, :] - 1, -1)
 
-        operator = delassus_operator(model, data, link, arm, direction, joint, h)
+        operator = delassus_operator(model, data, link, arm, direction, joint, h, counts)
         operator = 0.5 * (operator + operator.transpose(0, 2, 1))
         diagonal = xp.diagonal(operator, axis1=1, axis2=2)
         floor = 1e-12 * xp.max(diagonal, axis=1, keepdims=True) + 1e-30
-        regularization = settings.regularization * diagonal + floor
+        level, weakness = _weak_rows(xp, link, fraction, joint, diagonal, settings.weak_row_ratio)
+        # Weak rows are compliant: their diagonal is raised to the level of a healthy row.
+        regularization = xp.maximum(settings.regularization * diagonal + floor, level - diagonal)
+        applied = _buckling_directions(
+            model, data, link, arm, direction, lower >= 0.0, weakness, settings.buckling_tilt
+        )
 
         force = xp.zeros((n_trees, m), dtype=dtype)
         for correction in range(int(settings.passes)):
@@ -684,7 +736,7 @@ class ConstraintSolver:
                     block_size=2,
                     initial=force[part],
                 )
-            change = self._joint_load(data, link, arm, direction, joint, new_force - force)
+            change = self._joint_load(data, link, arm, applied, joint, new_force - force)
             force = new_force
             out.w += h * dynamics.solve(model, data, change)
             out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
@@ -698,7 +750,7 @@ class ConstraintSolver:
                     control=control,
                 )
                 load = self._joint_load(
-                    data, link, _arms(model, data, link, fraction), direction, joint, force
+                    data, link, _arms(model, data, link, fraction), applied, joint, force
                 )
                 out.w += dynamics.solve(model, data, -h * (r - load))
                 out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
@@ -722,7 +774,14 @@ class ConstraintSolver:
 
 
 def delassus_operator(
-    model: Model, data: Data, link: Any, arm: Any, direction: Any, joint: Any, h: float
+    model: Model,
+    data: Data,
+    link: Any,
+    arm: Any,
+    direction: Any,
+    joint: Any,
+    h: float,
+    counts: np.ndarray | None = None,
 ) -> Any:
     """The constraint operator ``A = h G N⁻¹ Gᵀ`` (T, m, m) of every tree's rows, by test solves
     through the last :func:`.dynamics.factorize` (of ``N``).
@@ -735,11 +794,70 @@ def delassus_operator(
     zero direction. Column ``c`` of every tree comes from one solve, every tree loading its own
     ``c``-th row (trees are independent; a tree's rows of one column are on one link, so no link
     is loaded twice). Uses the link frames of the last kinematics in ``data``.
+
+    ``counts`` (host ints, (T,)) is every tree's row count (its rows from ``counts[t]`` on are
+    padding), read from ``direction`` with one transfer if not given. Only trees with more than
+    ``c`` rows need column ``c``: columns ``[2, 4)``, ``[4, 8)``, … are solved on a model of just
+    those trees (:func:`.model.select_trees`, with the factorisation gathered from ``data`` once
+    per range) when they are fewer than half the forest, so that the many columns of the few
+    trees with many rows cost those trees' links only.
     """
     xp = model.xp
     n_trees, m = link.shape
-    operator = xp.empty((n_trees, m, m), dtype=model.backend.float)
-    for c in range(m):
+    operator = xp.zeros((n_trees, m, m), dtype=model.backend.float)
+    if counts is None:
+        loaded = xp.any(direction != 0.0, axis=0)
+        counts = model.backend.to_host(xp.max(xp.where(loaded, xp.arange(1, m + 1), 0), axis=1))
+    start, stop = 0, min(2, m)
+    while start < m:
+        trees = np.nonzero(counts > start)[0]
+        if not len(trees):
+            break
+        columns = range(start, stop)
+        if 2 * len(trees) >= n_trees:
+            _operator_columns(model, data, link, arm, direction, joint, h, columns, operator)
+        else:
+            sub, links = select_trees(model, trees)
+            device = model.backend.from_host
+            sub_data = Data.for_model(sub)
+            chosen = device(links)
+            for name in ("S", "UDinv", "DinvWt", "Dinv", "oR", "r"):
+                setattr(sub_data, name, getattr(data, name)[..., chosen])
+            renumber = np.full(model.n_links, -1, dtype=np.int64)
+            renumber[links] = np.arange(len(links))
+            picked = device(trees)
+            part = xp.zeros((len(trees), m, m), dtype=model.backend.float)
+            _operator_columns(
+                sub,
+                sub_data,
+                device(renumber)[link[picked]],
+                arm[:, picked],
+                direction[:, picked],
+                joint[picked],
+                h,
+                columns,
+                part,
+            )
+            operator[picked, :, start:stop] = part[:, :, start:stop]
+        start, stop = stop, min(2 * stop, m)
+    return operator
+
+
+def _operator_columns(
+    model: Model,
+    data: Data,
+    link: Any,
+    arm: Any,
+    direction: Any,
+    joint: Any,
+    h: float,
+    columns: range,
+    operator: Any,
+) -> None:
+    """Columns ``columns`` of :func:`delassus_operator` into ``operator`` (T, m, m), one solve
+    each over the whole of ``model``."""
+    xp = model.xp
+    for c in columns:
         point = direction[:, :, c] * ~joint[:, c]
         link_force = xp.zeros((6, model.n_links), dtype=model.backend.float)
         link_force[:3, link[:, c]] = cross(xp, arm[:, :, c], point)
@@ -750,7 +868,6 @@ def delassus_operator(
         operator[:, :, c] = h * _row_values(
             xp, data.solve_a[:, link], data.x[:, link], arm, direction, joint
         )
-    return operator
 
 
 def _still(obstacles: Obstacles) -> ObstacleMotion:
@@ -790,6 +907,59 @@ def _arms(model: Model, data: Data, link: Any, fraction: Any) -> Any:
     """Points (3, ...) ``fraction`` along ``link`` relative to their tree's reference point, at
     the configuration of the last kinematics in ``data``."""
     return data.r[:, link] + (fraction * model.length[link]) * data.oR[:, 1, link]
+
+
+def _weak_rows(
+    xp: Any, link: Any, fraction: Any, joint: Any, diagonal: Any, ratio: float
+) -> tuple[Any, Any]:
+    """The diagonal level below which a row is weak, and how weak each row is (T, m).
+
+    A point row is compared with the most mobile row at the same point (same link and fraction:
+    a contact's normal and friction rows, a path's three rows): ``level = ratio × best``, and
+    ``weakness = 1 − diagonal / level`` where the diagonal is below it (0 elsewhere, and for
+    joint rows, whose torque always turns their own joint).
+    """
+    point = ~joint
+    same = (link[:, :, None] == link[:, None, :]) & (fraction[:, :, None] == fraction[:, None, :])
+    same &= point[:, :, None] & point[:, None, :]
+    level = ratio * xp.max(xp.where(same, diagonal[:, None, :], 0.0), axis=2)
+    weak = point & (diagonal < level)
+    return level, xp.where(weak, 1.0 - diagonal / xp.where(weak, level, 1.0), 0.0)
+
+
+def _buckling_directions(
+    model: Model,
+    data: Data,
+    link: Any,
+    arm: Any,
+    direction: Any,
+    pushing: Any,
+    weakness: Any,
+    tilt: float,
+) -> Any:
+    """Directions (3, T, m) the rows' forces are applied along: their own, except for weak rows
+    that only push (``pushing``: lower bound 0) toward their tree's root, tilted by up to
+    ``tilt × weakness`` sideways from their link.
+
+    Such a row pushes a (nearly) straight chain along itself: the chain can only give way by
+    buckling, and a perfectly straight one has no side to buckle to (the force has no lever on
+    any joint, so the buckle would grow from rounding errors, frames later). The tilt is the
+    imperfection that picks the side: the side the row already leans to across the link, or
+    the link's own x axis when it leans to none.
+    """
+    xp = model.xp
+    axis = data.oR[:, 1, link]
+    lateral = direction - dot(direction, axis) * axis
+    size = xp.sqrt(dot(lateral, lateral))
+    lateral = xp.where(size > 1e-9, lateral / xp.where(size > 1e-9, size, 1.0), data.oR[:, 0, link])
+    compressing = pushing & (dot(direction, _from_root(model, data, link, arm)) < 0.0)
+    return direction + (tilt * weakness * compressing) * lateral
+
+
+def _from_root(model: Model, data: Data, link: Any, arm: Any) -> Any:
+    """Points ``arm`` (3, ...) relative to their tree's reference point, made relative to the
+    tree's root joint (level-major link ``t`` is the root of tree ``t``)."""
+    return arm - data.r[:, model.link_tree[link]]
 
 
 def _row_values(

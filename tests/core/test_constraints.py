@@ -31,7 +31,7 @@ from oriented_strands.core import (
     integrators,
     spatial,
 )
-from oriented_strands.core.constraints import delassus_operator
+from oriented_strands.core.constraints import _operator_columns, delassus_operator
 from oriented_strands.core.obstacles import signed_distances
 from oriented_strands.core.state import Control
 from strands import polyline, random_tree
@@ -166,6 +166,51 @@ def test_the_operator_from_test_solves_is_h_g_inverse_newton_matrix_g_transposed
         host(operator), expected, rtol=1e-6, atol=1e-9 * np.abs(expected).max()
     )
     assert np.abs(expected[1, 2:]).max() == 0.0  # the padding rows stay empty
+
+
+def test_the_operator_solves_later_columns_on_the_trees_that_have_them(backend):
+    """One tree with 8 rows among six with 2: columns 2–7 are solved on a model of that tree
+    alone (a sub-model with the factorisation gathered), and the operator equals the one from
+    whole-forest solves of every column within 1e-12 (relative to its largest entry)."""
+    rng = np.random.default_rng(5)
+    specs = random_tree(rng) + [
+        StrandSpec(polyline(5, 0.2, start=(0.3 * k, 0.5, 0.0))) for k in range(5)
+    ]
+    model = build_model(
+        specs, StrandParameters(bend_stiffness=1e-2, twist_stiffness=5e-3), backend=backend
+    )
+    xp, device, host, h = model.xp, backend.from_host, backend.to_host, 0.01
+    data, control = dynamics.Data.for_model(model), Control.from_model(model, (0.0, 0.0, 0.0))
+    q = spatial.quat_multiply(
+        xp,
+        model.rest_rotation,
+        spatial.quat_exp(xp, device(rng.normal(0, 0.3, (3, model.n_links)))),
+    )
+    zero = xp.zeros((3, model.n_links), dtype=model.backend.float)
+    dynamics.inverse_dynamics(model, data, q, zero, zero, control)
+    dynamics.factorize(model, data, integrators.joint_block(model, control, q, h))
+    n_trees, m = model.n_trees, 8
+    counts = np.array([8] + [2] * (n_trees - 1))
+    link_tree = host(model.link_tree)
+    level_major = np.tile(np.arange(n_trees)[:, None], (1, m))
+    joint = np.zeros((n_trees, m), bool)
+    for t in range(n_trees):
+        links = np.nonzero(link_tree == t)[0]
+        level_major[t, : counts[t]] = rng.choice(links, counts[t])
+        joint[t, : counts[t]] = rng.random(counts[t]) < 0.3
+    direction = rng.normal(size=(3, n_trees, m))
+    direction[:, np.arange(m)[None, :] >= counts[:, None]] = 0.0
+    fraction = rng.random((n_trees, m)) * ~joint
+    links = device(level_major)
+    arm = data.r[:, links] + (device(fraction) * model.length[links]) * data.oR[:, 1, links]
+    rows = (links, arm, device(direction), device(joint))
+    operator = host(delassus_operator(model, data, *rows, h, counts))
+    whole = xp.zeros((n_trees, m, m), dtype=model.backend.float)
+    _operator_columns(model, data, *rows, h, range(m), whole)
+    whole = host(whole)
+    assert np.abs(operator - whole).max() <= 1e-12 * np.abs(whole).max()
+    assert np.abs(whole[1:, :, 2:]).max() == 0.0
+    np.testing.assert_array_equal(host(delassus_operator(model, data, *rows, h)), operator)
 
 
 def test_a_strand_dropped_on_a_plane_comes_to_rest_on_it_without_sinking_in(backend):
@@ -313,6 +358,76 @@ def test_a_rising_plane_lifts_a_resting_tip_at_its_own_speed(backend):
         gap = sim.points()[-1][2] - (height + speed * h) - radius
         assert gap > -0.01 * radius
     assert _tip_velocity(sim)[2] == pytest.approx(speed, rel=1e-3)
+
+
+def test_a_rising_floor_buckles_a_straight_strand_standing_on_it(backend):
+    """A straight hanging strand (8 links) meets a plane rising at 0.17 m/s exactly along its
+    axis: the push has no first-order effect on the chain (a near-zero operator diagonal), so
+    the contact is compliant (weak row) and pushes with bounded force, slightly off the axis,
+    and the strand buckles. It stays finite for 2 s while the floor rises to 4 cm under the
+    root and then stops, bends aside, lets the floor in by less than 3 cm while it buckles and
+    by less than its collision radius once it has (from 0.7 s on), and its kinetic energy stays
+    below that of the whole strand at 0.5 m/s."""
+    radius, speed, length, mass = 1e-3, 0.17, 0.24, 0.01 * 0.24
+    model = build_model(
+        [StrandSpec(polyline(8, length))],
+        StrandParameters(mass_per_length=0.01, radius=radius, bend_stiffness=5e-6),
+        backend=backend,
+    )
+    obstacles = build_obstacles([Plane(Material(0.0, 0.3, 0.2))], backend)
+    sim = Simulation(model, SolverSettings(substeps=4), obstacles=obstacles)
+    start, stop = -length - radius - 0.002, -0.04
+
+    def floor(t):
+        return min(start + speed * t, stop)
+
+    def motion(t):
+        rising = speed if start + speed * t < stop else 0.0
+        return ObstacleMotion.from_host(
+            obstacles, _pose(position=(0.0, 0.0, floor(t)))[None], None, [[0.0, 0.0, rising]]
+        )
+
+    deepest, settled, aside = 0.0, 0.0, 0.0
+    for _ in range(_frames(backend, 48)):
+        sim.advance(1 / 24, STILL, obstacle_motion=motion)
+        points = sim.points()
+        assert np.isfinite(points).all()
+        depth = floor(sim.time) + radius - points[:, 2].min()
+        deepest = max(deepest, depth)
+        if sim.time > 0.7:
+            settled = max(settled, depth)
+        aside = max(aside, np.hypot(points[:, 0], points[:, 1]).max())
+        assert sim.energy()[0] < 0.5 * mass * 0.5**2
+    assert aside > 0.05
+    assert deepest < 0.03
+    assert settled < radius
+
+
+@pytest.mark.parametrize("moving", [False, True])
+def test_a_path_target_out_of_reach_stretches_the_strand_toward_it(backend, moving):
+    """The tip of the L-shaped strand (20 cm) is led to a point 27 cm from the root: either
+    there at once (15 cm from the tip), or along a path leaving the tip at 0.2 m/s. The row
+    along the stretched strand is weak (compliant) and the approach speed is capped, so the
+    strand stays finite, ends stretched straight (its tip within 1 mm of its full length from
+    the root) pointing at the target within 1°, and comes to rest."""
+    model = _l_shaped_strand(backend)
+    goal = np.array([0.25, 0.0, -0.1])
+
+    def path(t):
+        if not moving:
+            return goal
+        return np.array([min(0.1 + 0.2 * t, goal[0]), 0.0, -0.1])
+
+    sim = Simulation(model, SolverSettings(substeps=4))
+    sim.add_constraint(PointPath(0, 3, path))
+    for _ in range(_frames(backend, 48)):
+        sim.advance(1 / 24, STILL)
+        assert np.isfinite(sim.points()).all()
+    tip = sim.points()[-1]
+    assert np.linalg.norm(tip) > 0.2 - 1e-3
+    cosine = tip @ goal / (np.linalg.norm(tip) * np.linalg.norm(goal))
+    assert cosine > math.cos(math.radians(1.0))
+    assert sim.energy()[0] < 1e-8
 
 
 def _head_and_hair(backend, n_strands: int, n_links: int):
