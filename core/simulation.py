@@ -69,9 +69,12 @@ BaseSource = BaseMotion | Callable[[float], BaseMotion]
 PoseSource = Pose | Callable[[float], Pose]
 ObstacleSource = ObstacleMotion | Callable[[float], ObstacleMotion]
 
-# Below this many links per thread a group's per-level operations cost more in call overhead
-# than the threads save, so automatic threading keeps smaller models in one piece.
-MIN_LINKS_PER_THREAD = 2048
+# A thread's per-level operations hold the interpreter lock for their call overhead, which does
+# not shrink with the number of links they handle: below about this many links per depth level
+# and thread, two threads step slower than one (measured: 1,000 strands of 25 or 32 links are
+# 15-25 % slower in two threads, 2,000 of 16 or 25 links 12-27 % faster; docs/performance.md),
+# so automatic threading keeps narrower models in one piece.
+MIN_LEVEL_WIDTH_PER_THREAD = 1000
 # Automatic threading uses at most this many: beyond two, the groups mostly wait for each other
 # on the interpreter lock and on memory bandwidth (see docs/performance.md).
 MAX_AUTOMATIC_THREADS = 2
@@ -282,8 +285,9 @@ def thread_count(model: Model, settings: SolverSettings) -> int:
     """How many groups of trees ``model`` is stepped in under ``settings``.
 
     ``settings.threads`` if given (at most one per tree); otherwise one per processor core up to
-    :data:`MAX_AUTOMATIC_THREADS` on the NumPy backend for models of at least
-    :data:`MIN_LINKS_PER_THREAD` links per thread, and one elsewhere (a GPU runs one stream).
+    :data:`MAX_AUTOMATIC_THREADS` on the NumPy backend for models whose depth levels hold on
+    average at least :data:`MIN_LEVEL_WIDTH_PER_THREAD` links per thread, and one elsewhere (a
+    GPU runs one stream).
     """
     if settings.threads is not None:
         return max(1, min(int(settings.threads), model.n_trees))
@@ -292,7 +296,8 @@ def thread_count(model: Model, settings: SolverSettings) -> int:
     affinity = getattr(os, "sched_getaffinity", None)
     cores = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
     cores = min(cores, MAX_AUTOMATIC_THREADS)
-    return max(1, min(cores, model.n_links // MIN_LINKS_PER_THREAD, model.n_trees))
+    width = model.n_links // model.n_levels
+    return max(1, min(cores, width // MIN_LEVEL_WIDTH_PER_THREAD, model.n_trees))
 
 
 def _tree_groups(model: Model, count: int) -> list[np.ndarray]:
