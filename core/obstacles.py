@@ -462,10 +462,7 @@ def find_contacts(
 
     placed = _placed(obstacles, motion)
     local = _to_local(xp, placed, start)
-    # The point's displacement relative to the obstacle, seen in the obstacle's frame at t.
-    surface_velocity = _velocity_at(xp, placed, start[:, :, None])
-    moved = (end - start)[:, :, None] - h * surface_velocity
-    local_displacement = xp.einsum("jik,jpk->ipk", placed["rotation"], moved)
+    local_displacement = _local_displacement(xp, placed, start, end - start, h)
 
     distance, normal = _distance_and_normal(obstacles, local)
     reach = radius[:, None] + margin
@@ -513,21 +510,35 @@ def _placed(obstacles: Obstacles, motion: ObstacleMotion) -> dict:
 
 
 def _to_local(xp: Any, placed: dict, points: Any) -> Any:
-    """Points (3, P) in every obstacle's frame: (3, P, K)."""
-    relative = points[:, :, None] - placed["position"][:, None, :]
-    return xp.einsum("jik,jpk->ipk", placed["rotation"], relative)
+    """Points (3, P) in every obstacle's frame: (3, P, K).
+
+    One matrix product per obstacle: the obstacles are few, and a contraction over (3, P, K)
+    arrays whose innermost axis is the obstacle runs element by element.
+    """
+    rotation, position = placed["rotation"], placed["position"]
+    local = xp.empty((3, points.shape[1], rotation.shape[2]), dtype=points.dtype)
+    for k in range(rotation.shape[2]):
+        local[:, :, k] = rotation[:, :, k].T @ (points - position[:, k : k + 1])
+    return local
+
+
+def _local_displacement(xp: Any, placed: dict, points: Any, displacement: Any, h: float) -> Any:
+    """Displacements (3, P) of points (3, P) over a step of ``h`` relative to each obstacle's
+    body (its surface moves with the obstacle's velocities at the step's start), in the
+    obstacle's frame: (3, P, K)."""
+    rotation, position = placed["rotation"], placed["position"]
+    local = xp.empty((3, points.shape[1], rotation.shape[2]), dtype=points.dtype)
+    for k in range(rotation.shape[2]):
+        surface = placed["linear_velocity"][:, k : k + 1] + _cross(
+            xp, placed["angular_velocity"][:, k : k + 1], points - position[:, k : k + 1]
+        )
+        local[:, :, k] = rotation[:, :, k].T @ (displacement - h * surface)
+    return local
 
 
 def _to_world(xp: Any, placed: dict, local_vectors: Any) -> Any:
     """Vectors (3, P, K) from each obstacle's frame to world axes."""
     return xp.einsum("ijk,jpk->ipk", placed["rotation"], local_vectors)
-
-
-def _velocity_at(xp: Any, placed: dict, points: Any) -> Any:
-    """Velocity (3, P, K) of each obstacle's body point at world positions (3, P, 1 or K)."""
-    arm = points - placed["position"][:, None, :]
-    omega = placed["angular_velocity"][:, None, :]
-    return placed["linear_velocity"][:, None, :] + _cross(xp, omega, arm)
 
 
 def _check_points(name: str, points: Any) -> None:
