@@ -57,8 +57,9 @@ class SolverSettings:
         :class:`.Simulation` gives up with :class:`.SimulationDivergedError`; 0 never subdivides.
     threads : int or None
         How many groups of trees :class:`.Simulation` steps concurrently, one thread each; None
-        picks one per core (at most two) for large models on the NumPy backend and one otherwise
-        (see :func:`.simulation.thread_count`). The result depends on it only through rounding.
+        picks one per core (at most two) on the NumPy backend for models whose depth levels hold
+        at least 1,000 links per thread, and one otherwise (see
+        :func:`.simulation.thread_count`). The result depends on it only through rounding.
         A simulation with constraints (obstacles, joint limits) always steps in one thread.
     """
 

@@ -81,6 +81,22 @@ def _tip_velocity(sim) -> np.ndarray:
     return np.cross(rotations[0] @ w, sim.points()[-1] - positions[0])
 
 
+def _bent_forest(backend, rng, specs):
+    """A model of ``specs`` without gravity, its workspace and control, and joint rotations
+    turned randomly (about 0.3 rad) away from the rest shape."""
+    model = build_model(
+        specs, StrandParameters(bend_stiffness=1e-2, twist_stiffness=5e-3), backend=backend
+    )
+    data, control = dynamics.Data.for_model(model), Control.from_model(model, (0.0, 0.0, 0.0))
+    xp = model.xp
+    q = spatial.quat_multiply(
+        xp,
+        model.rest_rotation,
+        spatial.quat_exp(xp, backend.from_host(rng.normal(0, 0.3, (3, model.n_links)))),
+    )
+    return model, data, control, q
+
+
 def test_the_operator_from_test_solves_is_h_g_inverse_newton_matrix_g_transposed(backend):
     """The Delassus operator of point and joint rows on a branched tree and a straight strand
     (rows padded to one size) equals ``h G N⁻¹ Gᵀ`` built densely: ``N`` the mass matrix from
@@ -88,16 +104,8 @@ def test_the_operator_from_test_solves_is_h_g_inverse_newton_matrix_g_transposed
     differences of forward kinematics."""
     rng = np.random.default_rng(3)
     specs = random_tree(rng) + [StrandSpec(polyline(4, 0.2, start=(0.5, 0.0, 0.0)))]
-    model = build_model(
-        specs, StrandParameters(bend_stiffness=1e-2, twist_stiffness=5e-3), backend=backend
-    )
+    model, data, control, q = _bent_forest(backend, rng, specs)
     xp, device, host, h = model.xp, backend.from_host, backend.to_host, 0.01
-    data, control = dynamics.Data.for_model(model), Control.from_model(model, (0.0, 0.0, 0.0))
-    q = spatial.quat_multiply(
-        xp,
-        model.rest_rotation,
-        spatial.quat_exp(xp, device(rng.normal(0, 0.3, (3, model.n_links)))),
-    )
     zero = xp.zeros((3, model.n_links), dtype=model.backend.float)
     # Rows (strand, link, fraction or None for a joint row, direction); tree 1 is padded.
     rows = [[(0, 4, 0.7, rng.normal(size=3)), (1, 2, 1.0, rng.normal(size=3)),
@@ -176,16 +184,8 @@ def test_the_operator_solves_later_columns_on_the_trees_that_have_them(backend):
     specs = random_tree(rng) + [
         StrandSpec(polyline(5, 0.2, start=(0.3 * k, 0.5, 0.0))) for k in range(5)
     ]
-    model = build_model(
-        specs, StrandParameters(bend_stiffness=1e-2, twist_stiffness=5e-3), backend=backend
-    )
+    model, data, control, q = _bent_forest(backend, rng, specs)
     xp, device, host, h = model.xp, backend.from_host, backend.to_host, 0.01
-    data, control = dynamics.Data.for_model(model), Control.from_model(model, (0.0, 0.0, 0.0))
-    q = spatial.quat_multiply(
-        xp,
-        model.rest_rotation,
-        spatial.quat_exp(xp, device(rng.normal(0, 0.3, (3, model.n_links)))),
-    )
     zero = xp.zeros((3, model.n_links), dtype=model.backend.float)
     dynamics.inverse_dynamics(model, data, q, zero, zero, control)
     dynamics.factorize(model, data, integrators.joint_block(model, control, q, h))
