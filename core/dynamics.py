@@ -559,9 +559,14 @@ def _link_inertia(model: Model, data: Data, control: Control | None, h: float, o
     xp = model.xp
     mass, c, axis = model.mass, data.c, data.oR[:, 1]
     bend, axial = model.inertia[0], model.inertia[1]
-    omega = data.v[:3]
-    com_velocity = data.v[3:] + cross(xp, omega, c)
-    a = mass + (h * control.drag) * model.length if h else mass
+    if h:
+        omega = data.v[:3]
+        com_velocity = data.v[3:] + cross(xp, omega, c)
+        a = mass + (h * control.drag) * model.length
+    else:
+        # The plain inertia does not read the velocities (nor need them to be set).
+        omega = com_velocity = xp.zeros_like(c)
+        a = mass
     g = (h * mass) * omega
     gc = dot(g, c)
     spin = axial - bend
