@@ -1,8 +1,13 @@
-"""Strand shapes shared by the engine tests."""
+"""Strand shapes, and a still base and spring-less joints, shared by the engine tests."""
 
 import numpy as np
 
 from oriented_strands.core import BaseMotion, StrandSpec
+
+# One base at the identity pose, at rest.
+STILL = BaseMotion.still(np.eye(4)[None])
+# Free (spring-less, undamped) spherical joints.
+FREE = {"bend_stiffness": 0.0, "twist_stiffness": 0.0, "bend_damping": 0.0, "twist_damping": 0.0}
 
 
 def polyline(

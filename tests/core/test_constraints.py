@@ -34,17 +34,9 @@ from oriented_strands.core import (
 from oriented_strands.core.constraints import _operator_columns, delassus_operator
 from oriented_strands.core.obstacles import signed_distances
 from oriented_strands.core.state import Control
-from strands import polyline, random_tree
+from strands import FREE, STILL, polyline, random_tree
 
 G = 9.81
-STILL = BaseMotion.still(np.eye(4)[None])
-# A rod pinned at its root with a free (spring-less, undamped) spherical joint.
-FREE_JOINT = {
-    "bend_stiffness": 0.0,
-    "twist_stiffness": 0.0,
-    "bend_damping": 0.0,
-    "twist_damping": 0.0,
-}
 
 
 def _frames(backend, frames: int) -> int:
@@ -251,7 +243,7 @@ def _rod_on_incline(backend, static_friction, dynamic_friction, angle):
     root = radius * normal
     model = build_model(
         [StrandSpec(np.array([root, root + (length, 0.0, 0.0)]))],
-        StrandParameters(mass_per_length=0.05, radius=radius, **FREE_JOINT),
+        StrandParameters(mass_per_length=0.05, radius=radius, **FREE),
         backend=backend,
     )
     obstacles = build_obstacles([Plane(Material(0.0, static_friction, dynamic_friction))], backend)
@@ -308,7 +300,7 @@ def test_a_falling_rod_bounces_with_the_obstacles_restitution(backend, restituti
                 )
             )
         ],
-        StrandParameters(mass_per_length=0.05, radius=radius, **FREE_JOINT),
+        StrandParameters(mass_per_length=0.05, radius=radius, **FREE),
         backend=backend,
     )
     obstacles = build_obstacles([Plane(Material(restitution, 0.0, 0.0))], backend)
@@ -339,7 +331,7 @@ def test_a_rising_plane_lifts_a_resting_tip_at_its_own_speed(backend):
     length, radius, speed, h = 0.2, 2e-3, 0.2, 1 / 240
     model = build_model(
         [StrandSpec(np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]]))],
-        StrandParameters(mass_per_length=0.05, radius=radius, **FREE_JOINT),
+        StrandParameters(mass_per_length=0.05, radius=radius, **FREE),
         backend=backend,
     )
     obstacles = build_obstacles([Plane(Material(0.0, 0.0, 0.0))], backend)

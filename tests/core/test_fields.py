@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from oriented_strands.core import (
-    BaseMotion,
     InvalidInputError,
     Simulation,
     SolverSettings,
@@ -27,9 +26,7 @@ from oriented_strands.core.fields import (
     link_centres,
     strand_coordinate,
 )
-from strands import polyline
-
-STILL = BaseMotion.still(np.eye(4)[None])
+from strands import STILL, polyline
 
 
 def _host(field, positions, time=0.0):

@@ -5,7 +5,6 @@ import pytest
 
 from oriented_strands.core import (
     Backend,
-    BaseMotion,
     Simulation,
     SimulationDivergedError,
     SolverSettings,
@@ -22,10 +21,7 @@ from oriented_strands.core.integrators import (
     step_implicit,
 )
 from oriented_strands.core.state import Control, State
-from strands import polyline, random_tree, swaying_base
-
-STILL = BaseMotion.still(np.eye(4)[None])
-FREE = {"bend_stiffness": 0.0, "twist_stiffness": 0.0, "bend_damping": 0.0, "twist_damping": 0.0}
+from strands import FREE, STILL, polyline, random_tree, swaying_base
 
 
 def _swing_single_link(backend, h, duration, method, amplitude=1e-3, length=1.0, radius=0.01):

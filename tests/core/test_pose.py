@@ -7,7 +7,6 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from oriented_strands.core import (
-    BaseMotion,
     InvalidInputError,
     InvalidStrandError,
     Pose,
@@ -24,10 +23,7 @@ from oriented_strands.core import (
 from oriented_strands.core.dynamics import Data
 from oriented_strands.core.integrators import step_dense_reference, step_implicit
 from oriented_strands.core.state import Control, State
-from strands import polyline, random_tree, swaying_base
-
-STILL = BaseMotion.still(np.eye(4)[None])
-FREE = {"bend_stiffness": 0.0, "twist_stiffness": 0.0, "bend_damping": 0.0, "twist_damping": 0.0}
+from strands import FREE, STILL, polyline, random_tree, swaying_base
 
 
 def _turned(rotations, angles, axis=0):

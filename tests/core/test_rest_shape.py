@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from oriented_strands.core import (
-    BaseMotion,
     InvalidInputError,
     Simulation,
     SolverSettings,
@@ -17,9 +16,8 @@ from oriented_strands.core import (
 )
 from oriented_strands.core.rest_shape import zero_gravity_model
 from oriented_strands.core.state import Control
-from strands import polyline, random_walk
+from strands import STILL, polyline, random_walk
 
-STILL = BaseMotion.still(np.eye(4)[None])
 GRAVITY = (0.0, 0.0, -9.81)
 
 
