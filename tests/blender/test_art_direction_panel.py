@@ -30,16 +30,18 @@ def _play(scene, frames):
     return positions
 
 
-def _twig(scene):
-    """A drawn twig, stiff enough to hold its shape if its rest shape allows it."""
+def _twig(scene, parent=None, radius=2e-3, youngs_modulus=1.0, shear_modulus=0.4):
+    """A drawn twig (by default stiff enough to hold its shape if its rest shape allows it),
+    parented to ``parent`` if given."""
     scene.frame_end = LAST_FRAME
     ob = poly_curve("twig", [DRAWN])
+    ob.parent = parent
     assert add_strand_system(ob) == {"FINISHED"}
     props = ob.oriented_strands
     props.segment_count = 12
-    props.radius = 2e-3
-    props.youngs_modulus = 1.0
-    props.shear_modulus = 0.4
+    props.radius = radius
+    props.youngs_modulus = youngs_modulus
+    props.shear_modulus = shear_modulus
     return ob
 
 
@@ -70,15 +72,7 @@ def _carried_twig(scene, use_gravity=False):
     for frame, x in ((1, 0.0), (13, 0.3)):
         carrier.location = (x, 0.0, 0.0)
         carrier.keyframe_insert("location", frame=frame)
-    scene.frame_end = LAST_FRAME
-    ob = poly_curve("twig", [DRAWN])
-    ob.parent = carrier
-    assert add_strand_system(ob) == {"FINISHED"}
-    props = ob.oriented_strands
-    props.segment_count = 12
-    props.radius = 1e-3
-    props.youngs_modulus = 0.05
-    props.shear_modulus = 0.02
+    ob = _twig(scene, carrier, radius=1e-3, youngs_modulus=0.05, shear_modulus=0.02)
     return carrier, ob
 
 
