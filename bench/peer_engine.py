@@ -18,12 +18,13 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from .worker import FramePolicy, emit, parse_case, time_frames, warm_up
+from .worker import FramePolicy, child_pids, emit, parse_case, time_frames, warm_up
 from .workload import (
     FRAME_RATE,
     SUBSTEPS_PER_FRAME,
@@ -97,6 +98,22 @@ def head_local_points(simulation: Any) -> np.ndarray:
     return simulation.points() @ head_rotation(simulation.time)
 
 
+def workers_peak_resident_bytes() -> int:
+    """Peak resident memory (``VmHWM``) of this process's children, the engine's worker
+    processes, summed (Linux; 0 elsewhere): their interpreters and NumPy included, which
+    ``tracemalloc`` in this process does not see."""
+    total = 0
+    for pid in child_pids():
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:  # it ended meanwhile
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
 def run_case(workload: Workload, policy: FramePolicy) -> None:
     """Build, warm up and time the engine on ``workload``; print the result."""
     core = importlib.import_module("oriented_strands.core")
@@ -126,6 +143,9 @@ def run_case(workload: Workload, policy: FramePolicy) -> None:
     if point_motion < MIN_POINT_MOTION:
         raise SystemExit(f"the strands did not move relative to the head ({point_motion:.2e} m)")
     model = simulation.model
+    simulation_processes = simulation.processes
+    workers_bytes = workers_peak_resident_bytes()
+    simulation.close()
     emit(
         "engine",
         workload,
@@ -135,6 +155,8 @@ def run_case(workload: Workload, policy: FramePolicy) -> None:
         newton_iterations_max=int(np.max(newton_iterations)),
         peak_traced_bytes=peak_traced_bytes,
         resident_array_bytes=array_bytes(model, simulation),
+        processes=simulation_processes,
+        workers_peak_resident_bytes=workers_bytes,
         max_point_motion=point_motion,
         method="implicit",
         substeps=SUBSTEPS_PER_FRAME,

@@ -20,6 +20,7 @@ from .errors import (
     InvalidStrandError,
     SimulationDivergedError,
     StrandError,
+    WorkerError,
 )
 from .fields import (
     Falloff,
@@ -87,6 +88,7 @@ __all__ = [
     "Turbulence",
     "VortexField",
     "Wind",
+    "WorkerError",
     "ZeroGravityRestShape",
     "apply_fields",
     "art_directed_motion",

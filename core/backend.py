@@ -46,6 +46,11 @@ class Backend:
         if self.dtype not in DTYPES:
             raise InvalidInputError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
 
+    def __reduce__(self) -> tuple:
+        # By name: a model sent to a worker process (:mod:`.workers`) finds the array module
+        # there; a stand-in backend of the tests has no name to be found by.
+        return get_backend, (self.name, self.dtype)
+
     @property
     def float(self) -> Any:
         """The floating-point type of the backend's arrays, e.g. ``xp.float64``."""

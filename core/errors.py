@@ -23,3 +23,7 @@ class BackendUnavailableError(StrandError, RuntimeError):
 class SimulationDivergedError(StrandError, FloatingPointError):
     """A step produced non-finite values, or its Newton iteration did not converge even with the
     step subdivided to the limit; the message names the strand affected."""
+
+
+class WorkerError(StrandError, RuntimeError):
+    """A worker process (:mod:`.workers`) could not start, or exited while stepping its trees."""

@@ -55,12 +55,13 @@ class SolverSettings:
     max_subdivision_depth : int
         How many times a step may be halved (down to ``h / 2**depth``) before
         :class:`.Simulation` gives up with :class:`.SimulationDivergedError`; 0 never subdivides.
-    threads : int or None
-        How many groups of trees :class:`.Simulation` steps concurrently, one thread each; None
-        picks one per core (at most two) on the NumPy backend for models whose depth levels hold
-        at least 1,000 links per thread, and one otherwise (see
-        :func:`.simulation.thread_count`). The result depends on it only through rounding.
-        A simulation with constraints (obstacles, joint limits) always steps in one thread.
+    workers : int or None
+        How many processes :class:`.Simulation` steps groups of trees in, side by side (see
+        :mod:`.workers`); None picks one per core (at most eight) on the NumPy backend for
+        models whose depth levels hold at least 250 links per process, and one otherwise
+        (:func:`.workers.worker_count`). The result depends on it only through rounding. A
+        simulation with constraints (obstacles, joint limits) always steps in one process, and
+        more than one process needs the NumPy backend.
     """
 
     method: str = "implicit"
@@ -69,7 +70,7 @@ class SolverSettings:
     newton_max_iterations: int = 8
     subdivision_threshold: float = 1e-2
     max_subdivision_depth: int = 5
-    threads: int | None = None
+    workers: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -92,8 +93,12 @@ class SolverSettings:
             raise InvalidInputError(
                 f"max_subdivision_depth must be at least 0, got {self.max_subdivision_depth}"
             )
-        if self.threads is not None and int(self.threads) < 1:
-            raise InvalidInputError(f"threads must be at least 1 or None, got {self.threads}")
+        if self.workers is not None and (
+            isinstance(self.workers, bool) or int(self.workers) != self.workers or self.workers < 1
+        ):
+            raise InvalidInputError(
+                f"workers must be a whole number >= 1 or None, got {self.workers!r}"
+            )
 
 
 @dataclass(frozen=True)

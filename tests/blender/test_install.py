@@ -6,11 +6,13 @@ tests/conftest.py set up. This test does not use the ``extension`` fixture: the 
 registers itself, under Blender's module name for it.
 """
 
+import importlib
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 bpy = pytest.importorskip("bpy")
@@ -64,6 +66,29 @@ def _user_repository():
     return index, Path(repos[index].directory)
 
 
+def _worker_processes_import_the_installed_engine() -> None:
+    """Worker processes find the engine under Blender's name for it, in a package Blender made
+    up in memory (``bl_ext.user_default``), and step as this process does."""
+    core = importlib.import_module(f"{MODULE}.core")
+    strands = [
+        core.StrandSpec(
+            np.array([(0.1 * k, 0.0, 0.0), (0.1 * k, 0.0, -0.1), (0.1 * k, 0.05, -0.2)])
+        )
+        for k in range(3)
+    ]
+    model = core.build_model(strands, core.StrandParameters())
+    base = core.BaseMotion.still(np.eye(4)[None])
+    points = []
+    for workers in (1, 2):
+        simulation = core.Simulation(model, core.SolverSettings(workers=workers))
+        assert simulation.processes == workers
+        simulation.advance(1 / 24, base)
+        simulation.close()
+        points.append(simulation.points())
+    np.testing.assert_allclose(points[1], points[0], rtol=0, atol=1e-12)
+    assert not np.allclose(points[0], model.rest_points)
+
+
 def test_zip_installs_runs_and_uninstalls_without_leaks(tmp_path, factory_scene):
     zip_path = _build(tmp_path)
     names = zipfile.ZipFile(zip_path).namelist()
@@ -94,6 +119,7 @@ def test_zip_installs_runs_and_uninstalls_without_leaks(tmp_path, factory_scene)
         rest = preview_points(ob)
         factory_scene.frame_set(5)
         assert not (preview_points(ob) == rest).all(), "the installed extension did not simulate"
+        _worker_processes_import_the_installed_engine()
     finally:
         addon_utils.disable(MODULE, default_set=True)
         after_disable = _registered()

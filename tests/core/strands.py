@@ -1,8 +1,8 @@
-"""Strand shapes, and a still base and spring-less joints, shared by the engine tests."""
+"""Strand shapes and models, a still base and spring-less joints, shared by the engine tests."""
 
 import numpy as np
 
-from oriented_strands.core import BaseMotion, StrandSpec
+from oriented_strands.core import BaseMotion, Model, StrandParameters, StrandSpec, build_model
 
 # One base at the identity pose, at rest.
 STILL = BaseMotion.still(np.eye(4)[None])
@@ -55,4 +55,19 @@ def swaying_base(t: float) -> BaseMotion:
     zero = np.zeros((1, 3))
     return BaseMotion(
         rotation, zero, np.array([[speed, 0.0, 0.0]]), zero, np.array([[accel, 0.0, 0.0]]), zero
+    )
+
+
+def soft_hair(backend, n_strands: int = 3) -> Model:
+    """``n_strands`` hanging 20 cm hairs of 8 links, named ``hair0``, ``hair1``, ..., fanned out
+    in x, with soft springs."""
+    specs = [
+        StrandSpec(
+            polyline(8, 0.2, direction=(0.2 * k, 0.0, -1.0), start=(0.05 * k, 0.0, 0.0)),
+            name=f"hair{k}",
+        )
+        for k in range(n_strands)
+    ]
+    return build_model(
+        specs, StrandParameters(bend_stiffness=1e-5, twist_stiffness=1e-5), backend=backend
     )

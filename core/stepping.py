@@ -1,0 +1,233 @@
+"""Stepping a model over a frame: substeps, adaptive subdivision and the constraint pass.
+
+Adaptive subdivision
+--------------------
+A substep that fails — its Newton iteration stops at the cap with an update still above
+``SolverSettings.subdivision_threshold``, or it produces non-finite values (constraint forces
+included) — is redone as two half steps, the base motion and everything animated sampled at the
+midpoint through the same sources, and so on recursively down to ``max_subdivision_depth``
+halvings; only a step that still fails there raises :class:`.SimulationDivergedError`, naming the
+strand. Substeps that do not fail are computed exactly as without this safeguard. The whole model
+(or, when stepped in worker processes, the worker's whole group of trees) is redone, not only the
+trees that failed: trees are independent, so the others merely take smaller steps, and a failing
+step is rare enough that redoing only some trees (a model of them, :func:`.model.select_trees`,
+built on the spot) would not pay for itself.
+
+Constraints
+-----------
+A simulation with obstacles, joint limits or animated constraints
+(:class:`.constraints.ConstraintSolver`) steps all its trees in one process. Each substep records
+its start (:meth:`.constraints.ConstraintSolver.begin`, with the obstacles' motion and the bases
+sampled at the substep's start), takes the free implicit step, and corrects it by the constraint
+forces (:meth:`.constraints.ConstraintSolver.resolve`) unless the free step failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .base_motion import BaseMotion
+from .constraints import ConstraintSolver
+from .dynamics import Data
+from .errors import SimulationDivergedError
+from .integrators import SolverSettings, StepStats, step
+from .model import Model
+from .obstacles import ObstacleMotion
+from .pose import Pose
+from .state import Control, State
+
+if TYPE_CHECKING:
+    from .fields import ForceFields
+
+BaseSource = BaseMotion | Callable[[float], BaseMotion]
+PoseSource = Pose | Callable[[float], Pose]
+ObstacleSource = ObstacleMotion | Callable[[float], ObstacleMotion]
+
+
+class Inputs:
+    """What drives the steps at a time: the base motion and the control fields animated by
+    callables (parameters, the target pose).
+
+    The substeps' end ``times`` are sampled once each and kept, as every group of trees steps to
+    them (:mod:`.workers`); other times (the halves of a subdivided step) are sampled whenever
+    asked.
+    """
+
+    def __init__(
+        self,
+        base: BaseSource,
+        animate: Callable[[float], list[str]],
+        control: Control,
+        times: list[float],
+    ) -> None:
+        self._base, self._animate, self._control = base, animate, control
+        self._kept: dict[float, tuple[BaseMotion, dict[str, Any]] | None] = dict.fromkeys(times)
+
+    def __call__(self, time: float) -> tuple[BaseMotion, dict[str, Any]]:
+        """The base motion and the animated control fields (the whole model's) at ``time``."""
+        sample = self._kept.get(time)
+        if sample is None:
+            motion = self._base(time) if callable(self._base) else self._base
+            names = self._animate(time)
+            sample = (motion, {name: getattr(self._control, name) for name in names})
+            if time in self._kept:
+                self._kept[time] = sample
+        return sample
+
+
+def drive(
+    model: Model,
+    data: Data,
+    control: Control,
+    inputs: Callable[[float], tuple[BaseMotion, dict[str, Any]]],
+    fields: ForceFields | None,
+    state: State,
+    time: float,
+) -> None:
+    """Set ``control`` for a step from ``state`` to ``time``: the base motion and the animated
+    control fields that ``inputs`` gives for ``time`` (an :class:`Inputs`, or a worker's share
+    of one), then the force ``fields`` at the links' current positions."""
+    motion, updates = inputs(time)
+    control.set_base_motion(model, motion)
+    for name, value in updates.items():
+        setattr(control, name, value)
+    if fields is not None:
+        fields.apply(model, data, state, control, time)
+
+
+class Constrain:
+    """Corrects each step by the constraint forces (:class:`.constraints.ConstraintSolver`):
+    :meth:`begin` records the state a step starts from, :meth:`resolve` corrects the free step.
+
+    The solver reads the bases' motion at the step's start from the control, so :meth:`begin`
+    sets it there: after a failed step the control holds its end.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        data: Data,
+        control: Control,
+        solver: ConstraintSolver,
+        base: BaseSource,
+        obstacle_motion: ObstacleSource | None,
+    ) -> None:
+        self._model, self._data, self._control, self._solver = model, data, control, solver
+        self._base, self._obstacle_motion = base, obstacle_motion
+
+    def begin(self, state: State, time: float, h: float) -> None:
+        if self._obstacle_motion is not None:
+            motion = self._obstacle_motion
+            self._solver.set_obstacle_motion(motion(time) if callable(motion) else motion)
+        base = self._base(time) if callable(self._base) else self._base
+        self._control.set_base_motion(self._model, base)
+        self._solver.begin(self._data, state, self._control, time, h)
+
+    def resolve(self, state: State, h: float, out: State) -> None:
+        """Correct the free step ``out``; raises :class:`.SimulationDivergedError` if the
+        correction gives non-finite velocities (so the step is subdivided)."""
+        self._solver.resolve(self._data, state, self._control, h, out)
+        xp, to_host = self._model.xp, self._model.backend.to_host
+        if not np.isfinite(float(to_host(xp.max(xp.abs(out.w))))):
+            raise SimulationDivergedError(
+                "the simulation diverged: the constraint forces gave non-finite velocities; "
+                "use more substeps, or check for contacts that push a straight strand along "
+                "its length"
+            )
+
+
+def _failed(stats: StepStats, settings: SolverSettings) -> bool:
+    return stats.largest_update > settings.subdivision_threshold
+
+
+def _raise_unconverged(model: Model, data: Data, stats: StepStats, depth: int) -> None:
+    tree = int(np.argmax(model.backend.to_host(data.tree_update)))
+    strand, _ = model.link_strand_and_index(tree)
+    raise SimulationDivergedError(
+        f"the simulation diverged: the Newton iteration of {model.describe_strand(strand)} did not "
+        f"converge (last update {stats.largest_update:.3g} rad/s) even with the step halved "
+        f"{depth} times; use more substeps, more Newton iterations, or check for extreme parameters"
+    )
+
+
+@dataclass(eq=False)
+class Stepper:
+    """Steps a model with adaptive subdivision (see the module docstring).
+
+    ``drive(state, t)`` sets ``control`` for a step from ``state`` to time ``t``; ``constrain``
+    corrects each step by the constraint forces.
+    """
+
+    model: Model
+    data: Data
+    control: Control
+    drive: Callable[[State, float], None]
+    settings: SolverSettings
+    constrain: Constrain | None = None
+
+    def advance(
+        self, states: tuple[State, State], start: float, h: float, substeps: int
+    ) -> tuple[State, State, StepStats]:
+        """``substeps`` steps of ``h`` from ``states[0]`` (at ``start``), each subdivided on
+        failure.
+
+        ``states`` is the current state and a spare to step into; returns them swapped as many
+        times as steps were taken (current first), with the last step's statistics and the
+        number of subdivisions.
+        """
+        subdivisions = 0
+        for k in range(substeps):
+            # Only the last substep's statistics are kept, so only its residual is evaluated.
+            *states, stats = self._step(states, start + (k + 1) * h, h, k == substeps - 1)
+            subdivisions += stats.subdivisions
+        return (
+            *states,
+            StepStats(stats.iterations, stats.residual_norm, stats.largest_update, subdivisions),
+        )
+
+    def _step(
+        self,
+        states: tuple[State, State],
+        end: float,
+        h: float,
+        report_residual: bool,
+        depth: int = 0,
+    ) -> tuple[State, State, StepStats]:
+        """One step of ``h`` ending at time ``end`` from ``states[0]`` into ``states[1]``, redone
+        as two half steps if it fails; returns ``(current, spare, stats)``."""
+        model, data, settings, constrain = self.model, self.data, self.settings, self.constrain
+        state, spare = states
+        if constrain is not None:
+            constrain.begin(state, end - h, h)
+        self.drive(state, end)
+        # The step's first guess is the last velocity change; a failed step overwrites it.
+        predictor = data.dw.copy()
+        try:
+            stats = step(model, data, state, self.control, h, settings, spare, report_residual)
+            failed = _failed(stats, settings)
+            if constrain is not None and not failed:
+                constrain.resolve(state, h, spare)
+        except SimulationDivergedError:
+            if depth >= settings.max_subdivision_depth:
+                raise
+        else:
+            if not failed:
+                return spare, state, stats
+            if depth >= settings.max_subdivision_depth:
+                _raise_unconverged(model, data, stats, depth)
+        # A half step changes the velocity by about half as much.
+        data.dw[...] = 0.5 * predictor
+        half = 0.5 * h
+        state, spare, first = self._step((state, spare), end - half, half, False, depth + 1)
+        state, spare, second = self._step((state, spare), end, half, report_residual, depth + 1)
+        data.dw *= 2.0
+        subdivisions = 1 + first.subdivisions + second.subdivisions
+        return (
+            state,
+            spare,
+            StepStats(second.iterations, second.residual_norm, second.largest_update, subdivisions),
+        )

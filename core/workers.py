@@ -1,0 +1,464 @@
+"""Worker processes: groups of trees stepped at once, each in a Python process of its own.
+
+Trees are independent and the implicit step treats each tree on its own
+(:func:`.integrators.step_implicit`), so a large model can be split into groups of trees, each a
+model of its own (:func:`.model.select_trees`), stepped side by side with the same result up to
+rounding (NumPy's vectorised kernels may sum in another order on arrays of another length).
+The groups run in processes rather than threads: the step is a few hundred NumPy calls per
+depth level, each on a few hundred to a few thousand links, and a call holds the interpreter
+lock for its overhead, so threads mostly waited for each other (two threads were 15-25 % slower
+than one on 1,000 strands of 25 links; two processes are 1.5 times faster, docs/performance.md).
+
+Each worker is ``sys.executable`` (Blender's own Python inside Blender) running a short
+bootstrap that reads everything else from its standard input; the two ends exchange pickled
+messages over the worker's standard input and output (its prints go to standard error):
+
+- the bootstrap: the parent's ``sys.path`` and the packages enclosing this one, so the worker
+  imports the engine under the same name as the parent, also where that is a package Blender
+  made up in memory (``bl_ext.<repository>`` for an extension);
+- ``build``: the group's model, gravity and settings; the worker answers ``ready``;
+- ``advance``: the group's state and control, the force fields, and the base motion and animated
+  control fields at every substep's end (sampled once, in the parent); a subdivided step needs
+  other times, which the worker asks the parent for (``sample``) while it steps. The worker
+  answers with its new joint state and statistics (``done``) or the error that stopped it
+  (``error``), and keeps only its Newton predictor between frames.
+
+A worker that dies or cannot start is reported as a :class:`WorkerError` naming its exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+
+from .dynamics import Data
+from .errors import WorkerError
+from .integrators import SolverSettings, StepStats
+from .model import Model, select_trees
+from .state import Control, State
+from .stepping import Stepper, drive
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+if TYPE_CHECKING:
+    from .base_motion import BaseMotion
+    from .fields import ForceFields
+
+# Two processes beat one from about this many links per depth level and process (measured on
+# 1,000 strands of 25 links: 1.5x; 500: 1.3x; 250: 1.05x; docs/performance.md).
+MIN_LEVEL_WIDTH_PER_WORKER = 250
+# Automatic splitting uses at most this many processes. Each costs an interpreter with NumPy
+# (about 40 MB and 0.2 s to start) and they share the memory bandwidth; more than two have not
+# been measured.
+MAX_AUTOMATIC_WORKERS = 8
+# Pipe capacity asked for (Linux's default limit for a process without privileges).
+PIPE_BYTES = 1 << 20
+
+# Per-link fields of a control that a worker takes from the whole model's control (the target
+# pose may be None).
+_PER_LINK_CONTROL = (
+    "wind_velocity",
+    "external_force",
+    *Control.PARAMETERS,
+    "pose_rotation",
+    "pose_velocity",
+)
+# Per-link fields that force fields evaluated in a worker write, and the parent stores back.
+_FIELD_CONTROL = ("wind_velocity", "external_force")
+
+_NOTHING = object()
+
+_BOOTSTRAP = """
+import importlib, pickle, sys, types
+paths, packages, module = pickle.load(sys.stdin.buffer)
+sys.path[:] = paths
+for name, path in packages:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        package = types.ModuleType(name)
+        package.__path__ = path
+        sys.modules[name] = package
+importlib.import_module(module).serve(sys.stdin.buffer, sys.stdout.buffer)
+"""
+
+
+def worker_count(model: Model, settings: SolverSettings) -> int:
+    """How many processes ``model`` is stepped in under ``settings``.
+
+    ``settings.workers`` if given (at most one per tree); otherwise, on the NumPy backend, one
+    per processor core up to :data:`MAX_AUTOMATIC_WORKERS`, as long as the depth levels hold on
+    average at least :data:`MIN_LEVEL_WIDTH_PER_WORKER` links per process; one elsewhere (a GPU
+    runs one stream).
+    """
+    if settings.workers is not None:
+        return max(1, min(int(settings.workers), model.n_trees))
+    if model.backend.name != "numpy":
+        return 1
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+    width = model.n_links // model.n_levels
+    return max(
+        1,
+        min(cores, MAX_AUTOMATIC_WORKERS, width // MIN_LEVEL_WIDTH_PER_WORKER, model.n_trees),
+    )
+
+
+def tree_groups(model: Model, count: int) -> list[np.ndarray]:
+    """``count`` groups of tree indices with about equal numbers of links (largest trees first,
+    each to the lightest group), each sorted."""
+    sizes = np.bincount(model.backend.to_host(model.link_tree), minlength=model.n_trees)
+    groups: list[list[int]] = [[] for _ in range(count)]
+    totals = np.zeros(count, dtype=np.int64)
+    for tree in np.argsort(-sizes, kind="stable"):
+        lightest = int(np.argmin(totals))
+        groups[lightest].append(int(tree))
+        totals[lightest] += sizes[tree]
+    return [np.sort(np.asarray(group, dtype=np.int64)) for group in groups]
+
+
+class Workers:
+    """The worker processes of a :class:`.Simulation`, one per group of trees.
+
+    Parameters
+    ----------
+    model : Model
+        On the NumPy backend.
+    count : int
+        Number of processes (groups of trees, :func:`tree_groups`), at least 2.
+    gravity : (3,) m/s², world
+    settings : SolverSettings
+
+    Notes
+    -----
+    A worker keeps the per-link control fields it was sent and is sent a field again only when
+    the control holds another array for it (as :meth:`.Simulation.set_parameter`, ``set_pose``
+    and the animated samples give): a field changed in place, behind the simulation's back,
+    would not reach the workers.
+    """
+
+    def __init__(self, model: Model, count: int, gravity: Any, settings: SolverSettings) -> None:
+        if model.backend.name != "numpy":
+            raise WorkerError(
+                f"worker processes step models on the NumPy backend only, not "
+                f"{model.backend.name!r}; set SolverSettings.workers to 1"
+            )
+        self._workers: list[_Worker] = []
+        try:
+            for trees in tree_groups(model, count):
+                part, links = select_trees(model, trees)
+                worker = _Worker(len(self._workers), links)
+                self._workers.append(worker)
+                worker.send(("build", part, gravity, settings))
+            # The processes start side by side: each answers once it has imported the engine.
+            for worker in self._workers:
+                worker.expect("ready")
+        except BaseException:
+            self.close()
+            raise
+        self._clear_predictors = False
+        self._sent_control: dict[str, Any] = {}
+        # The whole model's joint state as the workers left it after the last advance.
+        self._left: tuple[Any, Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self._workers)
+
+    def clear_predictors(self) -> None:
+        """Let every worker's next step start from the current velocities (after a reset)."""
+        self._clear_predictors = True
+
+    def advance(
+        self,
+        state: State,
+        control: Control,
+        inputs: Callable[[float], tuple[BaseMotion, dict[str, Any]]],
+        fields: ForceFields | None,
+        h: float,
+        times: list[float],
+    ) -> StepStats:
+        """Step every group through substeps of ``h`` ending at ``times``, from ``state`` (the
+        whole model's) under ``control`` and ``inputs``; writes the new joint state into
+        ``state`` and, with ``fields``, the air velocity and forces of the last substep into
+        ``control``.
+
+        ``state`` is left as it was if any worker fails: the first error is raised once every
+        worker has answered.
+        """
+        start = state.time
+        clear, self._clear_predictors = self._clear_predictors, False
+        samples = {t: inputs(t) for t in times}
+        # Only the control fields replaced since the last advance travel (see the class notes).
+        changed = {
+            name: value
+            for name in _PER_LINK_CONTROL
+            for value in (getattr(control, name),)
+            if self._sent_control.get(name, _NOTHING) is not value
+        }
+        # The joint state travels only if it is not what the workers left (a reset, an edit).
+        moved = self._left is None or not (
+            np.array_equal(self._left[0], state.q) and np.array_equal(self._left[1], state.w)
+        )
+        for worker in self._workers:
+            links = worker.links
+            per_link = {
+                name: None if value is None else value[..., links]
+                for name, value in changed.items()
+            }
+            worker.send(
+                (
+                    "advance",
+                    state.q[:, links] if moved else None,
+                    state.w[:, links] if moved else None,
+                    state.base_rotation,
+                    state.base_position,
+                    start,
+                    control.gravity,
+                    per_link,
+                    fields,
+                    {t: worker.share(sample) for t, sample in samples.items()},
+                    h,
+                    len(times),
+                    clear,
+                )
+            )
+        self._sent_control.update(changed)
+        replies, failure = [], None
+        for worker in self._workers:
+            reply = worker.finish(inputs)
+            if reply[0] == "error":
+                failure = failure or reply[1]
+            replies.append(reply)
+        if failure is not None:
+            raise failure
+        results = []
+        for worker, (_, q, w, stats, field_values) in zip(self._workers, replies, strict=True):
+            state.q[:, worker.links] = q
+            state.w[:, worker.links] = w
+            for name, value in field_values.items():
+                getattr(control, name)[..., worker.links] = value
+            results.append(stats)
+        self._left = (state.q.copy(), state.w.copy())
+        return StepStats(
+            max(result.iterations for result in results),
+            max(result.residual_norm for result in results),
+            max(result.largest_update for result in results),
+            sum(result.subdivisions for result in results),
+        )
+
+    def close(self) -> None:
+        """End every worker process (waiting a little for each to finish on its own)."""
+        for worker in self._workers:
+            worker.close()
+        self._workers = []
+
+
+class _Worker:
+    """One worker process and the whole model's links (host indices) that its group holds."""
+
+    def __init__(self, number: int, links: np.ndarray) -> None:
+        self.number, self.links = number, links
+        executable = sys.executable
+        if not executable:
+            raise WorkerError(
+                "worker processes need a Python executable, and sys.executable is empty here; "
+                "set SolverSettings.workers to 1"
+            )
+        try:
+            self._process = subprocess.Popen(
+                [executable, "-c", _BOOTSTRAP], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            )
+        except OSError as error:
+            raise WorkerError(
+                f"could not start a worker process with {executable}: {error}"
+            ) from error
+        _widen_pipes(self._process)
+        self.send((list(sys.path), _enclosing_packages(), __name__))
+
+    def share(self, sample: tuple[BaseMotion, dict[str, Any]]) -> tuple[BaseMotion, dict]:
+        """This group's part of an input sample: the per-link control fields at its links."""
+        motion, updates = sample
+        return motion, {
+            name: value if name == "gravity" else value[..., self.links]
+            for name, value in updates.items()
+        }
+
+    def send(self, message: tuple) -> None:
+        try:
+            pickle.dump(message, self._process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self._process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise self._exited() from error
+
+    def receive(self) -> tuple:
+        try:
+            return pickle.load(self._process.stdout)
+        except (EOFError, OSError, pickle.UnpicklingError) as error:
+            raise self._exited() from error
+
+    def expect(self, kind: str) -> tuple:
+        reply = self.receive()
+        if reply[0] == "error":
+            raise reply[1]
+        if reply[0] != kind:
+            raise WorkerError(f"worker process {self.number} answered {reply[0]!r}, not {kind!r}")
+        return reply
+
+    def finish(self, inputs: Callable[[float], tuple[BaseMotion, dict[str, Any]]]) -> tuple:
+        """The answer to an ``advance``, serving the samples the worker asks for meanwhile."""
+        while True:
+            reply = self.receive()
+            if reply[0] != "sample":
+                return reply
+            self.send(("sample", self.share(inputs(reply[1]))))
+
+    def close(self) -> None:
+        process = self._process
+        try:
+            process.stdin.close()
+        except OSError:
+            pass
+        try:
+            process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+
+    def _exited(self) -> WorkerError:
+        try:
+            status = self._process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            status = "killed: it stopped answering"
+        return WorkerError(
+            f"worker process {self.number} ({sys.executable}) exited with status {status} "
+            "while stepping its strands (its messages are on standard error); set "
+            "SolverSettings.workers to 1 to step in this process"
+        )
+
+
+def _widen_pipes(process: subprocess.Popen) -> None:
+    """Let each pipe hold a whole message of a few hundred thousand links (Linux): the writer
+    then moves on without waiting for the reader to take it in 64 KiB pieces."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if set_size is None:
+        return
+    for pipe in (process.stdin, process.stdout):
+        try:
+            fcntl.fcntl(pipe.fileno(), set_size, PIPE_BYTES)
+        except OSError:  # above the system's limit (/proc/sys/fs/pipe-max-size): keep the default
+            pass
+
+
+def _enclosing_packages() -> list[tuple[str, list[str]]]:
+    """The packages enclosing this engine, outermost first, with their module search paths."""
+    names = __name__.split(".")[:-1]
+    packages = []
+    for depth in range(1, len(names) + 1):
+        name = ".".join(names[:depth])
+        packages.append((name, list(getattr(sys.modules[name], "__path__", None) or [])))
+    return packages
+
+
+# --- the worker's side ----------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Group:
+    """What a worker holds between messages: its model, workspace, state and control."""
+
+    model: Model
+    data: Data
+    state: State
+    spare: State
+    control: Control
+    settings: SolverSettings
+
+
+def serve(source: IO[bytes], sink: IO[bytes]) -> None:
+    """The worker's loop: answer the parent's messages on ``source`` on ``sink`` until the
+    parent closes ``source``."""
+    # Prints (a warning from NumPy, a debugging line) must not land in the message stream.
+    sys.stdout = sys.stderr
+
+    def send(message: tuple) -> None:
+        pickle.dump(message, sink, protocol=pickle.HIGHEST_PROTOCOL)
+        sink.flush()
+
+    group = None
+    while True:
+        try:
+            kind, *body = pickle.load(source)
+        except EOFError:
+            return
+        try:
+            if kind == "build":
+                model, gravity, settings = body
+                state = State.at_rest(model)
+                control = Control.from_model(model, gravity)
+                group = _Group(model, Data.for_model(model), state, state.copy(), control, settings)
+                send(("ready",))
+            elif kind == "advance":
+                send(_advance(group, body, source, send))
+            else:
+                raise WorkerError(f"a worker process got an unknown message {kind!r}")
+        except Exception as error:  # every failure goes back to the parent
+            send(("error", _transferable(error)))
+
+
+def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tuple:
+    """Take the substeps of one ``advance`` message; the ``done`` answer."""
+    (q, w, base_rotation, base_position, start, gravity, per_link, fields, samples, h, substeps,
+     clear) = body  # fmt: skip
+    model, state, control = group.model, group.state, group.control
+    if q is not None:
+        state.q[...], state.w[...] = q, w
+    state.base_rotation[...], state.base_position[...] = base_rotation, base_position
+    state.time = start
+    control.gravity = gravity
+    for name, value in per_link.items():
+        setattr(control, name, value)
+    if clear:
+        group.data.dw[...] = 0.0
+
+    def inputs(time: float) -> tuple:
+        if time in samples:
+            return samples[time]
+        send(("sample", time))
+        kind, sample = pickle.load(source)
+        return sample
+
+    step_drive = _bind_drive(group, inputs, fields)
+    stepper = Stepper(model, group.data, control, step_drive, group.settings)
+    group.state, group.spare, stats = stepper.advance((state, group.spare), start, h, substeps)
+    field_values = (
+        {} if fields is None else {name: getattr(control, name) for name in _FIELD_CONTROL}
+    )
+    return ("done", group.state.q, group.state.w, stats, field_values)
+
+
+def _bind_drive(group: _Group, inputs: Callable, fields: ForceFields | None) -> Callable:
+    def step_drive(state: State, time: float) -> None:
+        drive(group.model, group.data, group.control, inputs, fields, state, time)
+
+    return step_drive
+
+
+def _transferable(error: Exception) -> Exception:
+    """``error`` if it survives pickling, else a :class:`WorkerError` with its description."""
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:  # any failure to pickle: describe it instead
+        return WorkerError(f"a worker process failed: {type(error).__name__}: {error}")
+    return error

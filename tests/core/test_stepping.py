@@ -1,0 +1,94 @@
+"""Stepping a frame: adaptive subdivision of failing substeps (core/stepping.py)."""
+
+import numpy as np
+import pytest
+
+from oriented_strands.core import (
+    BaseMotion,
+    BaseTrajectory,
+    Simulation,
+    SimulationDivergedError,
+    SolverSettings,
+    StrandSpec,
+    build_model,
+    presets,
+)
+from strands import polyline, soft_hair
+
+
+def _floppy_tree(backend):
+    """A 1 m trunk of 8 links with a 4-link branch on its fifth link, a 1 mm rod of E = 0.05 GPa
+    and density 1,000 kg/m³: far too soft to stand (it exceeds its critical self-buckling
+    length about five times), so it collapses and whips about."""
+    youngs_modulus, radius = 0.05e9, 1e-3
+    trunk = polyline(8, 1.0, direction=(0.0, 0.0, 1.0))
+    branch = trunk[4] + np.linspace(0.0, 1.0, 5)[:, None] * np.array([0.5, 0.0, 0.2])
+    parameters = presets.strand_parameters(
+        density=1000.0,
+        youngs_modulus=youngs_modulus,
+        radius=radius,
+        poisson_ratio=0.3,
+        bend_damping=1e-6,
+        twist_damping=1e-6,
+    )
+    specs = [StrandSpec(trunk, name="trunk"), StrandSpec(branch, parent=(0, 4), name="branch")]
+    return build_model(specs, parameters, backend=backend)
+
+
+def _swaying_base(frames):
+    times = np.arange(-2, frames + 3) / 24
+    matrices = np.broadcast_to(np.eye(4), (len(times), 1, 4, 4)).copy()
+    matrices[:, 0, 0, 3] = 0.1 * np.sin(2 * np.pi * times)
+    return BaseTrajectory(times, matrices)
+
+
+def test_a_collapsing_floppy_tree_is_stepped_through_by_subdividing_failing_steps(backend):
+    """At 4 substeps per frame the Newton iteration fails on this tree within half a second (it
+    ran into NaN before steps were subdivided); halving the failing steps carries it through."""
+    model = _floppy_tree(backend)
+    sim = Simulation(model)
+    trajectory = _swaying_base(16)
+    subdivisions = 0
+    with np.errstate(over="ignore", invalid="ignore"):  # the failed attempts may overflow
+        for _ in range(16):
+            subdivisions += sim.advance(1 / 24, trajectory).subdivisions
+    assert subdivisions > 0
+    points = sim.points()
+    assert np.isfinite(points).all()
+    # The links are rigid, so the shape is made of the rest segments whatever happened.
+    lengths = np.linalg.norm(np.diff(points[:9], axis=0), axis=1)
+    np.testing.assert_allclose(lengths, 0.125, rtol=1e-9)
+    # It collapsed: the trunk's tip hangs below its base.
+    assert points[8, 2] < 0.0
+
+
+def test_a_step_that_keeps_failing_is_halved_down_to_the_depth_limit_and_names_the_strand(
+    backend,
+):
+    """A failing step is redone as two halves with the base sampled at their ends, recursively;
+    only at the depth limit does the simulation give up, naming the strand."""
+    model = soft_hair(backend, 2)
+    # One Newton iteration can never meet this threshold, so every step fails.
+    settings = SolverSettings(
+        substeps=1, newton_max_iterations=1, subdivision_threshold=1e-12, max_subdivision_depth=2
+    )
+    sim = Simulation(model, settings, gravity=(9.81, 0.0, 0.0))
+    sampled, animated = [], []
+
+    def base(t):
+        sampled.append(t)
+        return BaseMotion.still(np.eye(4)[None])
+
+    def drag(t):
+        animated.append(t)
+        return 0.0
+
+    sim.set_parameter("drag", drag)
+    message = r"strand [01] \('hair[01]'\).*halved 2 times"
+    with pytest.raises(SimulationDivergedError, match=message):
+        sim.advance(0.25, base)
+    # The whole step, its first half, then the first quarter, where the depth limit is reached;
+    # animated parameters are sampled with the base (and once when set).
+    assert sampled == [0.25, 0.125, 0.0625]
+    assert animated == [0.0, 0.25, 0.125, 0.0625]
+    assert sim.time == 0.0

@@ -1,0 +1,279 @@
+"""Worker processes: a model stepped in groups of trees side by side (core/workers.py).
+
+They run on the NumPy backend only, so these tests do not take the backend fixture.
+"""
+
+import gc
+
+import numpy as np
+import pytest
+
+from oriented_strands.core import (
+    Backend,
+    BaseTrajectory,
+    ForceFields,
+    PoseTrajectory,
+    Simulation,
+    SimulationDivergedError,
+    SolverSettings,
+    StrandParameters,
+    StrandSpec,
+    Turbulence,
+    Wind,
+    WorkerError,
+    build_model,
+    presets,
+    spatial,
+    workers,
+)
+from oriented_strands.core.model import select_trees
+from strands import STILL, polyline, random_tree, soft_hair
+from strict_xp import strict_xp
+
+
+def _forest(backend="numpy"):
+    """Four serial strands of 6-9 links and two random branched trees."""
+    specs = [
+        StrandSpec(polyline(6 + k, 0.3, direction=(0.3, 0.1 * k, -1.0), start=(0.1 * k, 0.0, 0.0)))
+        for k in range(4)
+    ]
+    rng = np.random.default_rng(7)
+    for _ in range(2):
+        offset = len(specs)
+        specs += [
+            StrandSpec(s.points, parent=s.parent and (s.parent[0] + offset, s.parent[1]))
+            for s in random_tree(rng)
+        ]
+    return build_model(
+        specs, StrandParameters(bend_stiffness=0.05, twist_stiffness=0.05), backend=backend
+    )
+
+
+def _swaying(model):
+    times = np.arange(-2, 15) / 24
+    matrices = np.broadcast_to(model.base_rest_poses, (len(times), *model.base_rest_poses.shape))
+    matrices = matrices.copy()
+    matrices[:, :, 0, 3] += 0.2 * np.sin(4.0 * times)[:, None]
+    return BaseTrajectory(times, matrices)
+
+
+def _run(model, settings, frames, base):
+    sim = Simulation(model, settings)
+    for _ in range(frames):
+        sim.advance(1 / 24, base)
+    sim.close()
+    return sim
+
+
+def test_stepping_groups_of_trees_in_worker_processes_gives_the_same_result():
+    """Trees are independent and each converges on its own, so splitting the forest into groups
+    stepped in processes changes the result by rounding only (serial strands and trees alike)."""
+    model = _forest()
+    base = _swaying(model)
+    one = _run(model, SolverSettings(workers=1), 8, base)
+    three = Simulation(model, SolverSettings(workers=3))
+    assert (one.processes, three.processes) == (1, 3)
+    for _ in range(8):
+        three.advance(1 / 24, base)
+    three.close()
+    np.testing.assert_allclose(three.state.q, one.state.q, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(three.state.w, one.state.w, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(three.points(), one.points(), rtol=0, atol=1e-12)
+    assert three.time == one.time
+    assert np.abs(one.state.q - model.rest_rotation).max() > 0.05
+
+
+def test_workers_give_the_same_result_with_an_animated_pose_and_fields():
+    """The pose and animated parameters are sampled once per substep in the parent and the
+    fields are evaluated in each worker on its own trees: still the same result, and the same
+    fields held after."""
+    specs = [
+        StrandSpec(polyline(5, 0.2, direction=(0.2 * k, 0.1, -1.0), start=(0.1 * k, 0.0, 0.0)))
+        for k in range(4)
+    ]
+    parameters = StrandParameters(
+        bend_stiffness=0.01, twist_stiffness=0.01, drag=0.1, pose_strength=0.05, pose_damping=1e-3
+    )
+    model = build_model(specs, parameters)
+    rest = model.to_strand_order(model.rest_rotation)
+    rng = np.random.default_rng(5)
+    keys = [
+        spatial.quat_multiply(
+            np, rest.T, spatial.quat_exp(np, rng.uniform(-0.5, 0.5, (3, model.n_links)))
+        ).T
+        for _ in range(6)
+    ]
+    pose = PoseTrajectory(np.arange(6) / 24, np.stack(keys))
+    fields = ForceFields(wind=[Wind((0.0, 2.0, 0.0), turbulence=Turbulence(1.0, 0.5, 0.3))])
+    sims = []
+    for count in (1, 2):
+        sim = Simulation(model, SolverSettings(workers=count))
+        sim.set_parameter("pose_strength", lambda t: np.linspace(0.05, 0.01, 20) * (1 + 10 * t))
+        sim.set_parameter("gravity", lambda t: (0.0, 20.0 * t, -9.81))
+        for _ in range(3):
+            sim.advance(1 / 24, STILL, pose=pose, fields=fields)
+        sim.close()
+        sims.append(sim)
+    one, two = sims
+    np.testing.assert_allclose(two.state.q, one.state.q, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(two.state.w, one.state.w, rtol=0, atol=1e-10)
+    for name in ("wind_velocity", "pose_rotation", "pose_velocity", "pose_strength", "gravity"):
+        expected = getattr(one.control, name)
+        np.testing.assert_allclose(getattr(two.control, name), expected, atol=1e-12)
+    assert np.abs(one.state.q - model.rest_rotation).max() > 0.05
+
+
+def _floppy_trees():
+    """Two 1 m trunks of 8 links, each with a 4-link branch, of a 1 mm rod of E = 0.05 GPa: far
+    too soft to stand, so they collapse and whip about, and their steps need subdividing."""
+    parameters = presets.strand_parameters(
+        density=1000.0,
+        youngs_modulus=0.05e9,
+        radius=1e-3,
+        poisson_ratio=0.3,
+        bend_damping=1e-6,
+        twist_damping=1e-6,
+    )
+    specs = []
+    for k, x in enumerate((0.0, 0.5)):
+        trunk = polyline(8, 1.0, direction=(0.0, 0.0, 1.0), start=(x, 0.0, 0.0))
+        branch = trunk[4] + np.linspace(0.0, 1.0, 5)[:, None] * np.array([0.5, 0.0, 0.2])
+        specs += [StrandSpec(trunk), StrandSpec(branch, parent=(2 * k, 4))]
+    return build_model(specs, parameters)
+
+
+def test_a_step_subdivided_in_a_worker_is_driven_by_the_parent_at_the_halves():
+    """A worker subdivides its own group's failing steps, asking the parent for the base at the
+    halves (the base is a callable only the parent can call): each group ends as a simulation of
+    its trees alone does. (Not as the whole model in one process: there a step failing on one
+    tree is halved for all, and these collapsing trees are chaotic.)"""
+    model = _floppy_trees()
+    times = np.arange(-2, 19) / 24
+    matrices = np.broadcast_to(model.base_rest_poses, (len(times), 1, 4, 4)).copy()
+    matrices[:, :, 0, 3] += 0.1 * np.sin(2 * np.pi * times)[:, None]
+    trajectory = BaseTrajectory(times, matrices)
+    sampled = []
+
+    def base(t):
+        sampled.append(round(t, 12))
+        return trajectory(t)
+
+    frames = 16
+    with np.errstate(over="ignore", invalid="ignore"):  # the failed attempts may overflow
+        sim = Simulation(model, SolverSettings(workers=2))
+        subdivisions = sum(sim.advance(1 / 24, base).subdivisions for _ in range(frames))
+        sim.close()
+        alone = []
+        for trees in workers.tree_groups(model, 2):
+            part, links = select_trees(model, trees)
+            alone.append((_run(part, SolverSettings(workers=1), frames, trajectory), links))
+    assert subdivisions > 0
+    assert set(sampled) - {round(k / 96, 12) for k in range(1, 4 * frames + 1)}
+    for part_sim, links in alone:
+        np.testing.assert_allclose(sim.state.q[:, links], part_sim.state.q, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(sim.state.w[:, links], part_sim.state.w, rtol=0, atol=1e-9)
+    # It collapsed: both trunks' tips hang below their bases.
+    points = sim.points()
+    assert points[8, 2] < 0.0
+    assert points[22, 2] < 0.0
+
+
+def test_a_worker_whose_step_diverges_names_the_strand_and_leaves_the_state_as_it_was():
+    model = soft_hair("numpy", 2)
+    # One Newton iteration can never meet this threshold, so every step fails.
+    settings = SolverSettings(
+        substeps=1,
+        newton_max_iterations=1,
+        subdivision_threshold=1e-12,
+        max_subdivision_depth=2,
+        workers=2,
+    )
+    sim = Simulation(model, settings, gravity=(9.81, 0.0, 0.0))
+    before = sim.state.copy()
+    with pytest.raises(SimulationDivergedError, match=r"strand [01] \('hair[01]'\).*halved 2"):
+        sim.advance(0.25, STILL)
+    assert sim.time == 0.0
+    np.testing.assert_array_equal(sim.state.q, before.q)
+    np.testing.assert_array_equal(sim.state.w, before.w)
+    sim.close()
+
+
+def test_a_worker_that_dies_is_reported_and_the_state_is_kept():
+    model = _forest()
+    sim = Simulation(model, SolverSettings(workers=2))
+    sim.advance(1 / 24, STILL)
+    before = sim.state.copy()
+    # Fault injection: no public handle kills a worker.
+    process = sim._workers._workers[1]._process
+    process.kill()
+    process.wait()
+    with pytest.raises(WorkerError, match=r"worker process 1 .*exited with status -9"):
+        sim.advance(1 / 24, STILL)
+    np.testing.assert_array_equal(sim.state.q, before.q)
+    sim.close()
+
+
+def test_worker_processes_need_the_numpy_backend():
+    model = _forest(Backend("strict", strict_xp, "float64"))
+    with pytest.raises(WorkerError, match="NumPy backend only"):
+        Simulation(model, SolverSettings(workers=2))
+    # Left to itself, a model on another backend steps in this process.
+    assert Simulation(model).processes == 1
+
+
+def test_closing_or_dropping_a_simulation_ends_its_workers():
+    model = _forest()
+    sim = Simulation(model, SolverSettings(workers=2))
+    processes = [worker._process for worker in sim._workers._workers]
+    sim.close()
+    assert all(process.poll() is not None for process in processes)
+    # Closed, it steps on in this process.
+    assert sim.processes == 1
+    sim.advance(1 / 24, STILL)
+    sim = Simulation(model, SolverSettings(workers=2))
+    processes = [worker._process for worker in sim._workers._workers]
+    del sim
+    gc.collect()
+    for process in processes:
+        assert process.wait(timeout=10) == 0
+
+
+def test_a_reset_makes_the_workers_start_afresh():
+    """After a reset the next step starts from the rest velocities, not from the last frame's
+    velocity change (the Newton predictor, which the workers keep)."""
+    model = _forest()
+    base = _swaying(model)
+    fresh = _run(model, SolverSettings(workers=1), 3, base)
+    sim = Simulation(model, SolverSettings(workers=2))
+    for _ in range(5):
+        sim.advance(1 / 24, base)
+    sim.reset()
+    for _ in range(3):
+        sim.advance(1 / 24, base)
+    sim.close()
+    np.testing.assert_allclose(sim.state.q, fresh.state.q, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(sim.state.w, fresh.state.w, rtol=0, atol=1e-10)
+
+
+def _strands(count, links=2):
+    specs = [StrandSpec(polyline(links, 0.1, start=(0.01 * k, 0.0, 0.0))) for k in range(count)]
+    return build_model(specs, StrandParameters())
+
+
+def test_automatic_worker_count_follows_cores_and_level_width(monkeypatch):
+    """Automatic splitting needs wide depth levels: many links in few, long strands do not."""
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    automatic = SolverSettings()
+    width = workers.MIN_LEVEL_WIDTH_PER_WORKER
+    assert workers.worker_count(_strands(2 * width), automatic) == 2
+    assert workers.worker_count(_strands(2 * width - 1, 8), automatic) == 1
+    strict = build_model(
+        [StrandSpec(polyline(2, 0.1, start=(0.01 * k, 0.0, 0.0))) for k in range(2 * width)],
+        StrandParameters(),
+        backend=Backend("strict", strict_xp),
+    )
+    assert workers.worker_count(strict, automatic) == 1
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert workers.worker_count(_strands(64 * width), automatic) == workers.MAX_AUTOMATIC_WORKERS
+    # Asked for, it is at most one per tree.
+    assert workers.worker_count(_strands(3), SolverSettings(workers=5)) == 3
