@@ -13,7 +13,7 @@ the neck), combed down over the head, and colliding with a 2 mm radius from thei
 on. The head sphere turns with
 the head (its angular velocity enters the contacts), the neck capsule (5 cm radius, from 8 to
 25 cm below the head's centre) stands still. Untimed warm-up frames let the hair fall onto the
-head, so the timed frames have many contacts. Both cases step all trees in one thread (a
+head, so the timed frames have many contacts. Both cases step all trees in one process (a
 simulation with constraints does), so the ratio measures the constraint work alone. The table
 goes to standard output, the figures to ``bench/results/collisions-<host>-<UTC time>.json``.
 """
@@ -97,7 +97,7 @@ def build(core: Any, workload: ScalpWorkload, obstacles: bool, passes: int = 2) 
         core, collision_radius=COLLISION_RADIUS, collision_weight=weight
     )
     model = core.build_model([core.StrandSpec(p) for p in workload.rest_points()], parameters)
-    settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME, threads=1)
+    settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME, workers=1)
     if not obstacles:
         return core.Simulation(model, settings), None
     skin = core.Material(0.0, 0.4, 0.3)
