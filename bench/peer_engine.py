@@ -11,6 +11,7 @@ simulation keep between frames. The issue's memory target is checked against the
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import importlib
@@ -52,11 +53,12 @@ def head_motion(core: ModuleType, time: float) -> Any:
     )
 
 
-def build_simulation(core: ModuleType, workload: Workload) -> Any:
-    """The workload as an engine model and an implicit simulation at 4 substeps per frame."""
+def build_simulation(core: ModuleType, workload: Workload, workers: int | None = None) -> Any:
+    """The workload as an engine model and an implicit simulation at 4 substeps per frame, in
+    ``workers`` processes (None: the engine's automatic choice)."""
     strands = [core.StrandSpec(points=points) for points in workload.rest_points()]
     model = core.build_model(strands, workload.strand_parameters(core))
-    settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME)
+    settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME, workers=workers)
     return core.Simulation(model, settings)
 
 
@@ -114,15 +116,16 @@ def workers_peak_resident_bytes() -> int:
     return total
 
 
-def run_case(workload: Workload, policy: FramePolicy) -> None:
-    """Build, warm up and time the engine on ``workload``; print the result."""
+def run_case(workload: Workload, policy: FramePolicy, workers: int | None = None) -> None:
+    """Build, warm up and time the engine on ``workload`` in ``workers`` processes; print the
+    result."""
     core = importlib.import_module("oriented_strands.core")
     base = functools.partial(head_motion, core)
     frame_time = 1.0 / FRAME_RATE
     newton_iterations: list[int] = []
     tracemalloc.start()
     start = time.perf_counter()
-    simulation = build_simulation(core, workload)
+    simulation = build_simulation(core, workload, workers)
     build_seconds = time.perf_counter() - start
     rest = head_local_points(simulation)
 
@@ -145,6 +148,7 @@ def run_case(workload: Workload, policy: FramePolicy) -> None:
     model = simulation.model
     simulation_processes = simulation.processes
     workers_bytes = workers_peak_resident_bytes()
+    resident_bytes = array_bytes(model, simulation)
     simulation.close()
     emit(
         "engine",
@@ -154,7 +158,7 @@ def run_case(workload: Workload, policy: FramePolicy) -> None:
         newton_iterations_mean=float(np.mean(newton_iterations)),
         newton_iterations_max=int(np.max(newton_iterations)),
         peak_traced_bytes=peak_traced_bytes,
-        resident_array_bytes=array_bytes(model, simulation),
+        resident_array_bytes=resident_bytes,
         processes=simulation_processes,
         workers_peak_resident_bytes=workers_bytes,
         max_point_motion=point_motion,
@@ -169,7 +173,10 @@ def run_case(workload: Workload, policy: FramePolicy) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    run_case(*parse_case(argv, "Time the Oriented Strands engine on one case."))
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--workers", type=int)
+    known, rest = parser.parse_known_args(argv)
+    run_case(*parse_case(rest, "Time the Oriented Strands engine on one case."), known.workers)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Usage (from the repository root, in ``.venv/blender``, which has NumPy 1.26, bpy
     python bench/run.py                  # the full grid: B in 10..10,000, n in 8..64, + 1,000 x 25
     python bench/run.py --quick          # a small grid, under two minutes
     python bench/run.py --only engine --strands 1000 --links 16,64
+    python bench/run.py --only engine --strands 10000 --links 32 --engine-workers 1
 
 Every case (one peer, one size) runs in its own interpreter (:mod:`bench.worker`). Sizes go in
 order of link count, then strand count, the peers taking turns on each; a case whose run time,
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -123,11 +124,18 @@ def estimate_seconds(
 
 
 def run_worker(
-    name: str, peer: Peer, strands: int, links: int, policy: FramePolicy, timeout: float
+    name: str,
+    peer: Peer,
+    strands: int,
+    links: int,
+    policy: FramePolicy,
+    timeout: float,
+    arguments: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Run one case in a fresh interpreter; its result, with ``status`` and ``wall_seconds``."""
+    """Run one case in a fresh interpreter, with the peer's extra command-line ``arguments``;
+    its result, with ``status`` and ``wall_seconds``."""
     command = [sys.executable, "-m", peer.worker, f"--strands={strands}", f"--links={links}"]
-    command += policy.as_arguments()
+    command += [*policy.as_arguments(), *arguments]
     case: dict[str, Any] = {"peer": name, "strands": strands, "links": links}
     with tempfile.TemporaryDirectory(prefix="bench-blender-") as blender_resources:
         # A fresh Blender configuration folder per case: Blender's factory settings, and nothing
@@ -171,9 +179,10 @@ def run_grid(
     quick: bool,
     max_case_seconds: float,
     repeats: int,
+    peer_arguments: Mapping[str, Sequence[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every peer on every size, ``repeats`` times, skipping what would take too long; progress
-    on stderr.
+    on stderr. ``peer_arguments`` are extra command-line arguments of a peer's worker.
 
     The peers take turns on each size (and repeats go round all peers), so that whatever else
     loads the machine weighs on all of them alike and the side-by-side ratios stay fair. The
@@ -208,7 +217,15 @@ def run_grid(
                 timeout = max(120.0, TIMEOUT_FACTOR * max(max_case_seconds, estimate or 0.0))
                 print(f"[bench] {name} {strands} x {links} ...", file=sys.stderr, flush=True)
                 peer_runs.append(
-                    run_worker(name, peer, strands, links, peer.frames(quick), timeout)
+                    run_worker(
+                        name,
+                        peer,
+                        strands,
+                        links,
+                        peer.frames(quick),
+                        timeout,
+                        (peer_arguments or {}).get(name, ()),
+                    )
                 )
                 if peer_runs[-1]["status"] != "measured":
                     print(f"[bench]   failed: {peer_runs[-1]['reason']}", file=sys.stderr)
@@ -281,6 +298,11 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         default=1,
         help="run every case this many times and keep the fastest (default %(default)s)",
     )
+    parser.add_argument(
+        "--engine-workers",
+        type=int,
+        help="worker processes the engine steps in (default: its automatic choice)",
+    )
     parser.add_argument("--output", type=Path, help="JSON file (default: bench/results/...)")
     return parser.parse_args(argv)
 
@@ -295,7 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The issue's speed targets are stated at 1,000 strands x 25 links.
         grid = sorted({*grid, TARGET_CASE}, key=lambda size: (size[1], size[0]))
     started = datetime.now(UTC)
-    cases = run_grid(args.only or PEERS, grid, args.quick, args.max_case_seconds, args.repeat)
+    peer_arguments = {"engine": [f"--workers={args.engine_workers}"]} if args.engine_workers else {}
+    cases = run_grid(
+        args.only or PEERS, grid, args.quick, args.max_case_seconds, args.repeat, peer_arguments
+    )
     summary = summarize(cases)
     print(render(cases, summary))
     host = machine()

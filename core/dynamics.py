@@ -92,44 +92,30 @@ class Data:
     dw: Any
     tree_update: Any
 
+    # The fields that forward kinematics, link velocities and energy use, and the Newton
+    # predictor: all of the workspace that a simulation stepped by worker processes keeps.
+    KINEMATICS = ("orientation", "oR", "op", "r", "c", "v", "dw", "tree_update")
+
     @classmethod
-    def for_model(cls, model: Model) -> Data:
-        """Allocate the workspace once per model."""
+    def for_model(cls, model: Model, kinematics_only: bool = False) -> Data:
+        """Allocate the workspace once per model; with ``kinematics_only`` only the fields in
+        :attr:`KINEMATICS` (the others are None), a fifth of the memory."""
         xp, dtype, n = model.xp, model.backend.float, model.n_links
 
         def empty(*shape: int) -> Any:
             return xp.zeros((*shape, n), dtype=dtype)
 
-        return cls(
-            orientation=empty(4), oR=empty(3, 3), op=empty(3), r=empty(3), c=empty(3),
-            v=empty(6), a=empty(6), f=empty(6), tau=empty(3), joint_velocity=empty(6),
-            S=empty(6, 3), UDinv=empty(6, 3), DinvWt=empty(3, 6), Dinv=empty(3, 3),
-            IA=xp.zeros((n, 6, 6), dtype=dtype), pA=empty(6), u=empty(3), x=empty(3),
-            solve_a=empty(6), dw=empty(3), tree_update=xp.zeros(model.n_trees, dtype=dtype),
-        )  # fmt: skip
-
-    @classmethod
-    def sharing(cls, model: Model, whole: Data, start: int) -> Data:
-        """A workspace for ``model`` made of links ``start:start + model.n_links`` of another
-        model's workspace ``whole`` (views), except for what outlives a step (``dw`` and
-        ``tree_update``), which is its own.
-
-        Every other field is scratch that a pass fills before reading, so models that never run
-        passes at the same time as ``whole``'s (the groups of trees of a
-        :class:`.Simulation`, which step in disjoint slices) need no memory of their own for it.
-        """
-        links = slice(start, start + model.n_links)
-        xp, dtype, n = model.xp, model.backend.float, model.n_links
-        views = {
-            name: array[links] if name == "IA" else array[..., links]
-            for name, array in vars(whole).items()
-            if name not in ("dw", "tree_update")
-        }
-        return cls(
-            **views,
-            dw=xp.zeros((3, n), dtype=dtype),
-            tree_update=xp.zeros(model.n_trees, dtype=dtype),
-        )
+        shapes = {
+            "orientation": (4,), "oR": (3, 3), "op": (3,), "r": (3,), "c": (3,), "v": (6,),
+            "a": (6,), "f": (6,), "tau": (3,), "joint_velocity": (6,), "S": (6, 3),
+            "UDinv": (6, 3), "DinvWt": (3, 6), "Dinv": (3, 3), "pA": (6,), "u": (3,), "x": (3,),
+            "solve_a": (6,), "dw": (3,),
+        }  # fmt: skip
+        kept = cls.KINEMATICS if kinematics_only else (*shapes, "IA", "tree_update")
+        fields = {name: empty(*shape) if name in kept else None for name, shape in shapes.items()}
+        fields["IA"] = xp.zeros((n, 6, 6), dtype=dtype) if "IA" in kept else None
+        fields["tree_update"] = xp.zeros(model.n_trees, dtype=dtype)
+        return cls(**fields)
 
 
 # --- addressing parents -------------------------------------------------------------------------

@@ -74,7 +74,6 @@ class Simulation:
     ) -> None:
         self.model = model
         self.settings = settings or SolverSettings()
-        self.data = Data.for_model(model)
         self.control = Control.from_model(model, gravity)
         self.state = State.at_rest(model)
         self._spare = self.state.copy()
@@ -88,6 +87,8 @@ class Simulation:
         )
         count = 1 if self.constraints is not None else worker_count(model, self.settings)
         self._workers: Workers | None = None
+        # Stepped by worker processes, this process only computes the links' frames.
+        self.data = Data.for_model(model, kinematics_only=count > 1)
         if count > 1:
             self._workers = Workers(model, count, gravity, self.settings)
             self._finalizer = weakref.finalize(self, self._workers.close)
@@ -124,6 +125,7 @@ class Simulation:
         if self._workers is not None:
             self._finalizer()
             self._workers = None
+            self.data = Data.for_model(self.model)
 
     def reset(self, base_poses: Any = None, time: float = 0.0) -> None:
         """Back to the rest shape, motionless, with the bases at ``base_poses`` (T, 4, 4)."""
