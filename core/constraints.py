@@ -386,6 +386,22 @@ class ConstraintSolver:
             raise InvalidInputError(f"PointPath.fraction must lie in [0, 1], got {constraint}")
         self.bilateral.append(constraint)
 
+    def arguments_for(self, part: Model, links: np.ndarray) -> tuple:
+        """``(obstacles, joint_limits, settings)`` of a solver for ``part``, a model of some of
+        this model's trees (:func:`.model.select_trees`; ``links``: the level-major links of
+        this model that ``part`` holds, in its own order). Animated constraints are not
+        passed on."""
+        limits = None
+        if self._limits is not None:
+            chosen = self.model.backend.from_host(links)
+            limits = JointLimits(
+                *(
+                    part.to_strand_order(self._limits[name][chosen])
+                    for name in ("swing", "twist_min", "twist_max")
+                )
+            )
+        return self.obstacles, limits, self.settings
+
     def reset(self) -> None:
         """Forget the last run: obstacles back at the identity pose, still; no statistics."""
         if self.obstacles is not None:

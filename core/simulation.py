@@ -3,7 +3,8 @@
 How a frame is stepped (substeps, adaptive subdivision, the constraint pass) is
 :mod:`.stepping`'s; a large model on the NumPy backend is split into groups of trees stepped in
 worker processes side by side (``SolverSettings.workers``, :mod:`.workers`), with the same result
-up to rounding. A simulation with constraints steps all its trees in one process.
+up to rounding, obstacles and joint limits included. A simulation with animated constraints
+(:meth:`Simulation.add_constraint`) steps all its trees in one process.
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ class Simulation:
     Notes
     -----
     Arrays returned by :meth:`points` and :meth:`link_frames` are host NumPy copies in strand
-    order; everything else stays on the model's backend. A simulation with constraints
-    (obstacles, joint limits, :meth:`add_constraint`) steps all trees together in one process;
-    otherwise ``settings.workers`` decides (:func:`.workers.worker_count`). Worker processes end
-    with :meth:`close`, or when the simulation is garbage-collected.
+    order; everything else stays on the model's backend. ``settings.workers`` decides how many
+    processes step the trees (:func:`.workers.worker_count`), obstacles and joint limits
+    included; animated constraints (:meth:`add_constraint`) bring the simulation back into one
+    process. Worker processes end with :meth:`close`, or when the simulation is
+    garbage-collected.
     """
 
     def __init__(
@@ -85,12 +87,12 @@ class Simulation:
             if obstacles is not None or joint_limits is not None or constraint_settings is not None
             else None
         )
-        count = 1 if self.constraints is not None else worker_count(model, self.settings)
+        count = worker_count(model, self.settings)
         self._workers: Workers | None = None
         # Stepped by worker processes, this process only computes the links' frames.
         self.data = Data.for_model(model, kinematics_only=count > 1)
         if count > 1:
-            self._workers = Workers(model, count, gravity, self.settings)
+            self._workers = Workers(model, count, gravity, self.settings, self.constraints)
             self._finalizer = weakref.finalize(self, self._workers.close)
         backend = model.backend
         self._point_link = backend.from_host(model.point_link)
@@ -248,7 +250,20 @@ class Simulation:
             base, lambda t: self._sample_animation(t, animated_pose), self.control, times
         )
         if self._workers is not None:
-            self.stats = self._workers.advance(self.state, self.control, inputs, fields, h, times)
+            obstacle_source = None
+            if constraints is not None and constraints.obstacles is not None:
+                held = (
+                    obstacle_motion if obstacle_motion is not None else constraints.obstacle_motion
+                )
+                obstacle_source = held if callable(held) else (lambda t: held)
+            self.stats, constraint_stats = self._workers.advance(
+                self.state, self.control, inputs, fields, h, times, obstacle_source
+            )
+            if constraints is not None:
+                constraints.stats = constraint_stats
+            if obstacle_source is not None:
+                # Held from now on, as in one process: the last substep's.
+                constraints.set_obstacle_motion(obstacle_source(times[-1] - h))
             # The control is left as the last substep saw it, whatever was sampled in between
             # (the workers' force fields excepted: they stored their last values).
             motion, updates = inputs(times[-1])

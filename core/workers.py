@@ -38,12 +38,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from .constraints import ConstraintSolver, ConstraintStats
 from .dynamics import Data
 from .errors import WorkerError
 from .integrators import SolverSettings, StepStats
 from .model import Model, select_trees
 from .state import Control, State
-from .stepping import Stepper, drive
+from .stepping import Constrain, Stepper, drive
 
 try:
     import fcntl
@@ -53,6 +54,7 @@ except ImportError:  # Windows
 if TYPE_CHECKING:
     from .base_motion import BaseMotion
     from .fields import ForceFields
+    from .obstacles import ObstacleMotion
 
 # Two processes beat one from about this many links per depth level and process (measured on
 # 1,000 strands of 25 links: 1.5x; 500: 1.3x; 250: 1.05x; docs/performance.md).
@@ -138,6 +140,9 @@ class Workers:
         Number of processes (groups of trees, :func:`tree_groups`), at least 2.
     gravity : (3,) m/s², world
     settings : SolverSettings
+    constraints : ConstraintSolver, optional
+        Its obstacles, joint limits and settings are given to every worker for its trees
+        (animated constraints, :meth:`.Simulation.add_constraint`, are not stepped in workers).
 
     Notes
     -----
@@ -147,7 +152,19 @@ class Workers:
     would not reach the workers.
     """
 
-    def __init__(self, model: Model, count: int, gravity: Any, settings: SolverSettings) -> None:
+    def __init__(
+        self,
+        model: Model,
+        count: int,
+        gravity: Any,
+        settings: SolverSettings,
+        constraints: ConstraintSolver | None = None,
+    ) -> None:
+        if constraints is not None and constraints.bilateral:
+            raise WorkerError(
+                "worker processes do not step animated constraints (add_constraint); step in "
+                "one process"
+            )
         if model.backend.name != "numpy":
             raise WorkerError(
                 f"worker processes step models on the NumPy backend only, not "
@@ -159,7 +176,8 @@ class Workers:
                 part, links = select_trees(model, trees)
                 worker = _Worker(len(self._workers), links)
                 self._workers.append(worker)
-                worker.send(("build", part, gravity, settings))
+                solver = None if constraints is None else constraints.arguments_for(part, links)
+                worker.send(("build", part, gravity, settings, solver))
             # The processes start side by side: each answers once it has imported the engine.
             for worker in self._workers:
                 worker.expect("ready")
@@ -167,6 +185,7 @@ class Workers:
             self.close()
             raise
         self._clear_predictors = False
+        self._constrained = constraints is not None
         self._sent_control: dict[str, Any] = {}
         # The whole model's joint state as the workers left it after the last advance.
         self._left: tuple[Any, Any] | None = None
@@ -175,7 +194,8 @@ class Workers:
         return len(self._workers)
 
     def clear_predictors(self) -> None:
-        """Let every worker's next step start from the current velocities (after a reset)."""
+        """Let every worker's next step start from the current velocities, and its constraints
+        from nothing (after a reset)."""
         self._clear_predictors = True
 
     def advance(
@@ -186,18 +206,26 @@ class Workers:
         fields: ForceFields | None,
         h: float,
         times: list[float],
-    ) -> StepStats:
+        obstacle_motion: Callable[[float], ObstacleMotion] | None = None,
+    ) -> tuple[StepStats, ConstraintStats]:
         """Step every group through substeps of ``h`` ending at ``times``, from ``state`` (the
         whole model's) under ``control`` and ``inputs``; writes the new joint state into
         ``state`` and, with ``fields``, the air velocity and forces of the last substep into
-        ``control``.
+        ``control``. With constraints, ``obstacle_motion(t)`` gives the obstacles' motion at a
+        substep's start. Returns the statistics of the last substep, over all workers.
 
         ``state`` is left as it was if any worker fails: the first error is raised once every
         worker has answered.
         """
         start = state.time
         clear, self._clear_predictors = self._clear_predictors, False
-        samples = {t: inputs(t) for t in times}
+
+        def sample(t: float) -> tuple:
+            motion, updates = inputs(t)
+            return motion, updates, None if obstacle_motion is None else obstacle_motion(t)
+
+        # Constraints also look at the base and the obstacles at every substep's start.
+        samples = {t: sample(t) for t in ([start] if self._constrained else []) + times}
         # Only the control fields replaced since the last advance travel (see the class notes).
         changed = {
             name: value
@@ -235,25 +263,33 @@ class Workers:
         self._sent_control.update(changed)
         replies, failure = [], None
         for worker in self._workers:
-            reply = worker.finish(inputs)
+            reply = worker.finish(sample)
             if reply[0] == "error":
                 failure = failure or reply[1]
             replies.append(reply)
         if failure is not None:
             raise failure
-        results = []
-        for worker, (_, q, w, stats, field_values) in zip(self._workers, replies, strict=True):
+        results, constraint_stats = [], []
+        for worker, (_, q, w, stats, field_values, constrained) in zip(
+            self._workers, replies, strict=True
+        ):
             state.q[:, worker.links] = q
             state.w[:, worker.links] = w
             for name, value in field_values.items():
                 getattr(control, name)[..., worker.links] = value
             results.append(stats)
+            constraint_stats.append(constrained)
         self._left = (state.q.copy(), state.w.copy())
         return StepStats(
             max(result.iterations for result in results),
             max(result.residual_norm for result in results),
             max(result.largest_update for result in results),
             sum(result.subdivisions for result in results),
+        ), ConstraintStats(
+            max(result.largest_problem for result in constraint_stats),
+            sum(result.contacts for result in constraint_stats),
+            sum(result.limit_rows for result in constraint_stats),
+            sum(result.bilateral_rows for result in constraint_stats),
         )
 
     def close(self) -> None:
@@ -285,13 +321,15 @@ class _Worker:
         _widen_pipes(self._process)
         self.send((list(sys.path), _enclosing_packages(), __name__))
 
-    def share(self, sample: tuple[BaseMotion, dict[str, Any]]) -> tuple[BaseMotion, dict]:
-        """This group's part of an input sample: the per-link control fields at its links."""
-        motion, updates = sample
-        return motion, {
+    def share(self, sample: tuple) -> tuple:
+        """This group's part of a sample ``(base motion, control fields, obstacle motion)``:
+        the per-link control fields at its links."""
+        motion, updates, obstacle_motion = sample
+        part = {
             name: value if name == "gravity" else value[..., self.links]
             for name, value in updates.items()
         }
+        return motion, part, obstacle_motion
 
     def send(self, message: tuple) -> None:
         try:
@@ -314,13 +352,13 @@ class _Worker:
             raise WorkerError(f"worker process {self.number} answered {reply[0]!r}, not {kind!r}")
         return reply
 
-    def finish(self, inputs: Callable[[float], tuple[BaseMotion, dict[str, Any]]]) -> tuple:
+    def finish(self, sample: Callable[[float], tuple]) -> tuple:
         """The answer to an ``advance``, serving the samples the worker asks for meanwhile."""
         while True:
             reply = self.receive()
             if reply[0] != "sample":
                 return reply
-            self.send(("sample", self.share(inputs(reply[1]))))
+            self.send(("sample", self.share(sample(reply[1]))))
 
     def close(self) -> None:
         process = self._process
@@ -384,6 +422,7 @@ class _Group:
     spare: State
     control: Control
     settings: SolverSettings
+    constraints: ConstraintSolver | None
 
 
 def serve(source: IO[bytes], sink: IO[bytes]) -> None:
@@ -404,10 +443,12 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
             return
         try:
             if kind == "build":
-                model, gravity, settings = body
+                model, gravity, settings, constraints = body
                 state = State.at_rest(model)
                 control = Control.from_model(model, gravity)
-                group = _Group(model, Data.for_model(model), state, state.copy(), control, settings)
+                solver = None if constraints is None else ConstraintSolver(model, *constraints)
+                data = Data.for_model(model)
+                group = _Group(model, data, state, state.copy(), control, settings, solver)
                 send(("ready",))
             elif kind == "advance":
                 send(_advance(group, body, source, send))
@@ -429,23 +470,32 @@ def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tu
     control.gravity = gravity
     for name, value in per_link.items():
         setattr(control, name, value)
+    solver = group.constraints
     if clear:
         group.data.dw[...] = 0.0
+        if solver is not None:
+            solver.reset()
 
-    def inputs(time: float) -> tuple:
-        if time in samples:
-            return samples[time]
-        send(("sample", time))
-        kind, sample = pickle.load(source)
-        return sample
+    def sample(time: float) -> tuple:
+        if time not in samples:
+            send(("sample", time))
+            _, samples[time] = pickle.load(source)
+        return samples[time]
 
-    step_drive = _bind_drive(group, inputs, fields)
-    stepper = Stepper(model, group.data, control, step_drive, group.settings)
+    step_drive = _bind_drive(group, lambda time: sample(time)[:2], fields)
+    constrain = None
+    if solver is not None:
+        obstacle_motion = None if solver.obstacles is None else (lambda time: sample(time)[2])
+        constrain = Constrain(
+            model, group.data, control, solver, lambda time: sample(time)[0], obstacle_motion
+        )
+    stepper = Stepper(model, group.data, control, step_drive, group.settings, constrain)
     group.state, group.spare, stats = stepper.advance((state, group.spare), start, h, substeps)
     field_values = (
         {} if fields is None else {name: getattr(control, name) for name in _FIELD_CONTROL}
     )
-    return ("done", group.state.q, group.state.w, stats, field_values)
+    constrained = ConstraintStats() if solver is None else solver.stats
+    return ("done", group.state.q, group.state.w, stats, field_values, constrained)
 
 
 def _bind_drive(group: _Group, inputs: Callable, fields: ForceFields | None) -> Callable:

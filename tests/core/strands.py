@@ -1,8 +1,22 @@
-"""Strand shapes and models, a still base and spring-less joints, shared by the engine tests."""
+"""Strand shapes and models (hair on a head with its obstacles), a still base and spring-less
+joints, shared by the engine tests."""
+
+import math
 
 import numpy as np
 
-from oriented_strands.core import BaseMotion, Model, StrandParameters, StrandSpec, build_model
+from oriented_strands.core import (
+    BaseMotion,
+    Capsule,
+    Material,
+    Model,
+    Sphere,
+    StrandParameters,
+    StrandSpec,
+    build_model,
+    build_obstacles,
+)
+from oriented_strands.core.obstacles import Obstacles
 
 # One base at the identity pose, at rest.
 STILL = BaseMotion.still(np.eye(4)[None])
@@ -71,3 +85,57 @@ def soft_hair(backend, n_strands: int = 3) -> Model:
     return build_model(
         specs, StrandParameters(bend_stiffness=1e-5, twist_stiffness=1e-5), backend=backend
     )
+
+
+def hair_on_head(backend, n_strands: int, n_links: int) -> tuple[Model, Obstacles]:
+    """Strands rooted around a head sphere (radius 10 cm) at 50° of elevation, pointing down its
+    side, a neck capsule below; the first link of each strand is out of collisions (its root
+    sits on the scalp)."""
+    head_radius = 0.1
+    strands = []
+    for k in range(n_strands):
+        azimuth, elevation = 2 * math.pi * k / n_strands, math.radians(50.0)
+        outward = np.array(
+            [
+                math.cos(elevation) * math.cos(azimuth),
+                math.cos(elevation) * math.sin(azimuth),
+                math.sin(elevation),
+            ]
+        )
+        down = np.array(
+            [
+                math.sin(elevation) * math.cos(azimuth),
+                math.sin(elevation) * math.sin(azimuth),
+                -math.cos(elevation),
+            ]
+        )
+        strands.append(
+            StrandSpec(
+                polyline(n_links, 0.25, direction=down + 0.1 * outward, start=head_radius * outward)
+            )
+        )
+    weight = np.tile([0.0] + [1.0] * (n_links - 1), n_strands)
+    model = build_model(
+        strands,
+        StrandParameters(
+            mass_per_length=0.01,
+            radius=1e-3,
+            bend_stiffness=2e-5,
+            twist_stiffness=2e-5,
+            bend_damping=2e-7,
+            twist_damping=2e-7,
+            drag=1e-3,
+            collision_radius=2e-3,
+            collision_weight=weight,
+        ),
+        backend=backend,
+    )
+    skin = Material(0.0, 0.3, 0.2)
+    obstacles = build_obstacles(
+        [
+            Sphere(head_radius, skin, name="head"),
+            Capsule((0.0, 0.0, -0.25), (0.0, 0.0, -0.08), 0.05, skin, name="neck"),
+        ],
+        backend,
+    )
+    return model, obstacles

@@ -10,7 +10,6 @@ import pytest
 
 from oriented_strands.core import (
     BaseMotion,
-    Capsule,
     ConstraintSettings,
     InvalidInputError,
     JointLimits,
@@ -21,7 +20,6 @@ from oriented_strands.core import (
     PointPath,
     Simulation,
     SolverSettings,
-    Sphere,
     StrandParameters,
     StrandSpec,
     build_model,
@@ -34,7 +32,7 @@ from oriented_strands.core import (
 from oriented_strands.core.constraints import _operator_columns, delassus_operator
 from oriented_strands.core.obstacles import signed_distances
 from oriented_strands.core.state import Control
-from strands import FREE, STILL, polyline, random_tree
+from strands import FREE, STILL, hair_on_head, polyline, random_tree
 
 G = 9.81
 
@@ -422,60 +420,6 @@ def test_a_path_target_out_of_reach_stretches_the_strand_toward_it(backend, movi
     assert sim.energy()[0] < 1e-8
 
 
-def _head_and_hair(backend, n_strands: int, n_links: int):
-    """Strands rooted around a head sphere (radius 10 cm) at 50° of elevation, pointing down its
-    side, a neck capsule below; the first link of each strand is out of collisions (its root
-    sits on the scalp)."""
-    head_radius = 0.1
-    strands = []
-    for k in range(n_strands):
-        azimuth, elevation = 2 * math.pi * k / n_strands, math.radians(50.0)
-        outward = np.array(
-            [
-                math.cos(elevation) * math.cos(azimuth),
-                math.cos(elevation) * math.sin(azimuth),
-                math.sin(elevation),
-            ]
-        )
-        down = np.array(
-            [
-                math.sin(elevation) * math.cos(azimuth),
-                math.sin(elevation) * math.sin(azimuth),
-                -math.cos(elevation),
-            ]
-        )
-        strands.append(
-            StrandSpec(
-                polyline(n_links, 0.25, direction=down + 0.1 * outward, start=head_radius * outward)
-            )
-        )
-    weight = np.tile([0.0] + [1.0] * (n_links - 1), n_strands)
-    model = build_model(
-        strands,
-        StrandParameters(
-            mass_per_length=0.01,
-            radius=1e-3,
-            bend_stiffness=2e-5,
-            twist_stiffness=2e-5,
-            bend_damping=2e-7,
-            twist_damping=2e-7,
-            drag=1e-3,
-            collision_radius=2e-3,
-            collision_weight=weight,
-        ),
-        backend=backend,
-    )
-    skin = Material(0.0, 0.3, 0.2)
-    obstacles = build_obstacles(
-        [
-            Sphere(head_radius, skin, name="head"),
-            Capsule((0.0, 0.0, -0.25), (0.0, 0.0, -0.08), 0.05, skin, name="neck"),
-        ],
-        backend,
-    )
-    return model, obstacles
-
-
 @pytest.mark.parametrize("seconds", [10.0, 1.0])
 def test_hair_on_a_turning_head_stays_outside_head_and_neck(backend, seconds):
     """Hair over a head sphere and a neck capsule while the head turns ±90° at up to 360°/s (the
@@ -485,7 +429,7 @@ def test_hair_on_a_turning_head_stays_outside_head_and_neck(backend, seconds):
     twice the head's top surface speed. The 10 s run is left to the NumPy backend."""
     if seconds > 2.0 and backend.name != "numpy":
         pytest.skip("the long run is for the NumPy backend; the others run 1 s")
-    model, obstacles = _head_and_hair(backend, n_strands=3, n_links=6)
+    model, obstacles = hair_on_head(backend, n_strands=3, n_links=6)
     peak = 2 * math.pi  # rad/s
 
     def head(t):

@@ -4,14 +4,19 @@ They run on the NumPy backend only, so these tests do not take the backend fixtu
 """
 
 import gc
+import math
 
 import numpy as np
 import pytest
 
 from oriented_strands.core import (
     Backend,
+    BaseMotion,
     BaseTrajectory,
     ForceFields,
+    JointLimits,
+    ObstacleMotion,
+    PointPath,
     PoseTrajectory,
     Simulation,
     SimulationDivergedError,
@@ -27,7 +32,7 @@ from oriented_strands.core import (
     workers,
 )
 from oriented_strands.core.model import select_trees
-from strands import STILL, polyline, random_tree, soft_hair
+from strands import STILL, hair_on_head, polyline, random_tree, soft_hair
 from strict_xp import strict_xp
 
 
@@ -277,3 +282,75 @@ def test_automatic_worker_count_follows_cores_and_level_width(monkeypatch):
     assert workers.worker_count(_strands(64 * width), automatic) == workers.MAX_AUTOMATIC_WORKERS
     # Asked for, it is at most one per tree.
     assert workers.worker_count(_strands(3), SolverSettings(workers=5)) == 3
+
+
+def _turning_head(obstacles):
+    """The head turning ±90° about z at up to 360°/s, as a base motion and as the obstacles'
+    motion (the head sphere turns with it, the neck capsule stands still)."""
+    peak = 2 * math.pi
+
+    def head(t):
+        angle = 0.25 * peak * math.sin(4.0 * t)
+        c, s = math.cos(angle), math.sin(angle)
+        rotation = np.array([[[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]])
+        omega = np.array([[0.0, 0.0, peak * math.cos(4.0 * t)]])
+        alpha = np.array([[0.0, 0.0, -4.0 * peak * math.sin(4.0 * t)]])
+        zero = np.zeros((1, 3))
+        return BaseMotion(rotation, zero, omega, zero, alpha, zero)
+
+    def obstacle_motion(t):
+        motion = head(t)
+        pose = np.eye(4)
+        pose[:3, :3] = motion.rotation[0]
+        spin = np.concatenate((motion.angular_velocity, np.zeros((1, 3))))
+        return ObstacleMotion.from_host(obstacles, np.stack((pose, np.eye(4))), spin)
+
+    return head, obstacle_motion
+
+
+def test_workers_step_obstacles_and_joint_limits_as_one_process_does():
+    """Each worker resolves the contacts and joint limits of its own trees: hair on a turning
+    head with per-link swing limits ends as in one process, with the same contacts counted, also
+    when the obstacles' last motion is then held."""
+    model, obstacles = hair_on_head("numpy", n_strands=6, n_links=6)
+    swing = np.tile(np.linspace(0.6, 0.15, 6), 6)  # per link, strand order: tighter to the tip
+    head, obstacle_motion = _turning_head(obstacles)
+    runs = []
+    for count in (1, 2):
+        sim = Simulation(
+            model,
+            SolverSettings(workers=count),
+            obstacles=obstacles,
+            joint_limits=JointLimits(swing=swing),
+        )
+        assert sim.processes == count
+        contacts = limit_rows = subdivisions = 0
+        for frame in range(10):
+            # The last frames hold the obstacles where the last substep saw them.
+            stats = sim.advance(
+                1 / 24, head, obstacle_motion=obstacle_motion if frame < 8 else None
+            )
+            subdivisions += stats.subdivisions
+            contacts += sim.constraint_stats.contacts
+            limit_rows += sim.constraint_stats.limit_rows
+        sim.close()
+        runs.append((sim, contacts, limit_rows, subdivisions))
+    (one, *one_counts), (two, *two_counts) = runs
+    assert one_counts == two_counts
+    assert one_counts[0] > 0
+    assert one_counts[1] > 0
+    assert one_counts[2] == 0  # else each group would be halved on its own
+    np.testing.assert_allclose(two.state.q, one.state.q, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(two.points(), one.points(), rtol=0, atol=1e-10)
+
+
+def test_an_animated_constraint_brings_the_simulation_back_into_one_process():
+    model = _forest()
+    sim = Simulation(model, SolverSettings(workers=2))
+    sim.advance(1 / 24, STILL)
+    tip = sim.points()[model.point_offsets[1] - 1]
+    sim.add_constraint(PointPath(strand=0, link=5, path=lambda t: tip))
+    assert sim.processes == 1
+    for _ in range(3):
+        sim.advance(1 / 24, STILL)
+    np.testing.assert_allclose(sim.points()[model.point_offsets[1] - 1], tip, atol=2e-3)
