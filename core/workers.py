@@ -16,12 +16,14 @@ messages over the worker's standard input and output (its prints go to standard 
 - the bootstrap: the parent's ``sys.path`` and the packages enclosing this one, so the worker
   imports the engine under the same name as the parent, also where that is a package Blender
   made up in memory (``bl_ext.<repository>`` for an extension);
-- ``build``: the group's model, gravity and settings; the worker answers ``ready``;
-- ``advance``: the group's state and control, the force fields, and the base motion and animated
-  control fields at every substep's end (sampled once, in the parent); a subdivided step needs
-  other times, which the worker asks the parent for (``sample``) while it steps. The worker
-  answers with its new joint state and statistics (``done``) or the error that stopped it
-  (``error``), and keeps only its Newton predictor between frames.
+- ``build``: the group's model, gravity, settings, and its obstacles and joint limits if any;
+  the worker answers ``ready``;
+- ``advance``: the group's joint state and the control fields that changed, the force fields,
+  and the base motion, animated control fields and obstacles' motion at every substep's end
+  (and start, with constraints), sampled once, in the parent; a subdivided step needs other
+  times, which the worker asks the parent for (``sample``) while it steps. The worker answers
+  with its new joint state and statistics (``done``) or the error that stopped it
+  (``error``), and keeps its state, control and Newton predictor for the next frame.
 
 A worker that dies or cannot start is reported as a :class:`WorkerError` naming its exit status.
 """
@@ -56,8 +58,10 @@ if TYPE_CHECKING:
     from .fields import ForceFields
     from .obstacles import ObstacleMotion
 
-# Two processes beat one from about this many links per depth level and process (measured on
-# 1,000 strands of 25 links: 1.5x; 500: 1.3x; 250: 1.05x; docs/performance.md).
+# Automatic splitting asks for at least this many links per depth level and process. Two
+# processes against one, measured here on 25-link strands: 1,000 strands 1.4-1.6x, 500 strands
+# 1.3-1.4x, 250 strands 1.15-1.25x (docs/performance.md); below 500 strands the gain does not
+# repay a process's start (0.2-0.5 s, paid again whenever a preview restarts).
 MIN_LEVEL_WIDTH_PER_WORKER = 250
 # Automatic splitting uses at most this many processes. Each costs an interpreter with NumPy
 # (about 40 MB and 0.2 s to start) and they share the memory bandwidth; more than two have not

@@ -189,6 +189,9 @@ class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):
         if reason:
             layout.label(text=reason, icon="ERROR")
         layout.prop(props, "precision")
+        row = layout.row()
+        row.active = props.backend == "numpy"
+        row.prop(props, "worker_processes")
 
 
 class OBJECT_PT_oriented_strands_cache(_StrandSubPanel, bpy.types.Panel):

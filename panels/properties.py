@@ -614,6 +614,19 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         options=STATIC,
         update=_parameters_changed,
     )
+    worker_processes: IntProperty(
+        name="Processes",
+        description=(
+            "Processes that step groups of whole strands side by side (NumPy backend); 0 picks "
+            "one per core, at most 8, for systems of 500 strands or more per two cores"
+        ),
+        default=0,
+        min=0,
+        soft_max=16,
+        max=256,
+        options=STATIC,
+        update=_parameters_changed,
+    )
     backend: EnumProperty(
         name="Backend",
         description="Where the simulation runs",

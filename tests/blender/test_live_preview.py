@@ -49,6 +49,16 @@ def test_playing_simulates_and_scrubbing_back_replays_identical_frames(factory_s
         np.testing.assert_array_equal(preview_points(ponytail), played[frame])
 
 
+def test_worker_processes_simulate_the_same_frames(factory_scene, ponytail):
+    """Two processes, one strand each, give the frames one process gives."""
+    one = _play(factory_scene, range(1, 7))
+    ponytail.oriented_strands.worker_processes = 2
+    two = _play(factory_scene, range(1, 7))
+    for frame in range(2, 7):
+        np.testing.assert_allclose(two[frame], one[frame], rtol=0, atol=1e-6)
+    assert not np.allclose(two[6], two[1])
+
+
 def test_jumping_ahead_simulates_the_frames_in_between(factory_scene, ponytail):
     played = _play(factory_scene, range(1, 11))
     bpy.ops.oriented_strands.reset_to_rest()

@@ -128,6 +128,7 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "solver_method",
         "substeps",
         "backend",
+        "worker_processes",
         "frame_start",
         "frame_end",
     } <= shown
