@@ -5,6 +5,7 @@ Usage (from the repository root, in ``.venv/blender``)::
 
     python bench/collisions.py                         # 1,000 strands x 32 links
     python bench/collisions.py --strands 100 --links 16 --warmup-frames 6
+    python bench/collisions.py --workers 2               # both cases in two processes
 
 Both cases run in fresh interpreters (``python -m bench.collisions --case ...``) on the same
 strands: the bench workload's (:mod:`bench.workload`: 25 cm guide strands on a 10 cm head that
@@ -13,9 +14,10 @@ the neck), combed down over the head, and colliding with a 2 mm radius from thei
 on. The head sphere turns with
 the head (its angular velocity enters the contacts), the neck capsule (5 cm radius, from 8 to
 25 cm below the head's centre) stands still. Untimed warm-up frames let the hair fall onto the
-head, so the timed frames have many contacts. Both cases step all trees in one process (a
-simulation with constraints does), so the ratio measures the constraint work alone. The table
-goes to standard output, the figures to ``bench/results/collisions-<host>-<UTC time>.json``.
+head, so the timed frames have many contacts. Both cases step all trees in one process
+(``--workers N``: in N worker processes each), so the ratio measures the constraint work alone.
+The table goes to standard output, the figures to
+``bench/results/collisions-<host>-<UTC time>.json``.
 """
 
 from __future__ import annotations
@@ -90,14 +92,16 @@ class ScalpWorkload(Workload):
         return np.stack((ring * np.cos(azimuth), ring * np.sin(azimuth), z), axis=1)
 
 
-def build(core: Any, workload: ScalpWorkload, obstacles: bool, passes: int = 2) -> tuple[Any, Any]:
+def build(
+    core: Any, workload: ScalpWorkload, obstacles: bool, passes: int = 2, workers: int = 1
+) -> tuple[Any, Any]:
     """The simulation, and the obstacles' motion as a function of time (None without them)."""
     weight = np.tile([0.0] + [1.0] * (workload.links - 1), workload.strands)
     parameters = workload.strand_parameters(
         core, collision_radius=COLLISION_RADIUS, collision_weight=weight
     )
     model = core.build_model([core.StrandSpec(p) for p in workload.rest_points()], parameters)
-    settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME, workers=1)
+    settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME, workers=workers)
     if not obstacles:
         return core.Simulation(model, settings), None
     skin = core.Material(0.0, 0.4, 0.3)
@@ -121,12 +125,14 @@ def build(core: Any, workload: ScalpWorkload, obstacles: bool, passes: int = 2) 
     ), motion
 
 
-def run_case(case: str, workload: ScalpWorkload, policy: FramePolicy, passes: int) -> None:
+def run_case(
+    case: str, workload: ScalpWorkload, policy: FramePolicy, passes: int, workers: int
+) -> None:
     """Time one case in this interpreter and print its JSON line."""
     core = importlib.import_module("oriented_strands.core")
     base = functools.partial(head_motion, core)
     start = time.perf_counter()
-    simulation, obstacle_motion = build(core, workload, case == "obstacles", passes)
+    simulation, obstacle_motion = build(core, workload, case == "obstacles", passes, workers)
     build_seconds = time.perf_counter() - start
     contacts: list[int] = []
     rows: list[int] = []
@@ -166,13 +172,16 @@ def run_case(case: str, workload: ScalpWorkload, policy: FramePolicy, passes: in
         largest_problem_rows=int(np.max(rows)),
         deepest_penetration=deepest,
         passes=passes,
+        processes=simulation.processes,
         substeps=SUBSTEPS_PER_FRAME,
         numpy=np.__version__,
         python=sys.version.split()[0],
     )
 
 
-def run_both(strands: int, links: int, policy: FramePolicy, passes: int) -> list[dict[str, Any]]:
+def run_both(
+    strands: int, links: int, policy: FramePolicy, passes: int, workers: int
+) -> list[dict[str, Any]]:
     """Each case in its own interpreter; their JSON results."""
     results = []
     for case in CASES:
@@ -184,6 +193,7 @@ def run_both(strands: int, links: int, policy: FramePolicy, passes: int) -> list
             f"--strands={strands}",
             f"--links={links}",
             f"--passes={passes}",
+            f"--workers={workers}",
             *policy.as_arguments(),
         ]
         finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
@@ -200,7 +210,7 @@ def report(results: Sequence[dict[str, Any]]) -> str:
     verdict = "met" if ratio <= TARGET_RATIO else "not met"
     lines = [
         f"{free['strands']} strands x {free['links']} links, {SUBSTEPS_PER_FRAME} substeps/frame, "
-        f"{obstacles['passes']} constraint pass(es)",
+        f"{obstacles['passes']} constraint pass(es), {obstacles['processes']} process(es)",
         "| case | s/frame (median) | contacts (mean, max) | largest tree problem (rows) |",
         "|---|---|---|---|",
         f"| no obstacles | {free['seconds_per_frame']:.3g} | – | – |",
@@ -223,13 +233,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--min-seconds", type=float, default=4.0)
     parser.add_argument("--max-frames", type=int, default=12)
     parser.add_argument("--passes", type=int, default=2, help="ConstraintSettings.passes")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="SolverSettings.workers of both cases"
+    )
     args = parser.parse_args(argv)
     policy = FramePolicy(args.warmup_frames, args.min_frames, args.min_seconds, args.max_frames)
     workload = ScalpWorkload(args.strands, args.links)
     if args.case:
-        run_case(args.case, workload, policy, args.passes)
+        run_case(args.case, workload, policy, args.passes, args.workers)
         return
-    results = run_both(args.strands, args.links, policy, args.passes)
+    results = run_both(args.strands, args.links, policy, args.passes, args.workers)
     print(report(results))
     when = datetime.now(UTC)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

@@ -228,8 +228,10 @@ class Workers:
             motion, updates = inputs(t)
             return motion, updates, None if obstacle_motion is None else obstacle_motion(t)
 
-        # Constraints also look at the base and the obstacles at every substep's start.
-        samples = {t: sample(t) for t in ([start] if self._constrained else []) + times}
+        # Constraints also look at the base and the obstacles at every substep's start, which
+        # the steps compute as their end minus h (not always bit for bit the last end).
+        starts = [t - h for t in times] if self._constrained else []
+        samples = {t: sample(t) for t in starts + times}
         # Only the control fields replaced since the last advance travel (see the class notes).
         changed = {
             name: value

@@ -311,10 +311,17 @@ def _turning_head(obstacles):
 def test_workers_step_obstacles_and_joint_limits_as_one_process_does():
     """Each worker resolves the contacts and joint limits of its own trees: hair on a turning
     head with per-link swing limits ends as in one process, with the same contacts counted, also
-    when the obstacles' last motion is then held."""
+    when the obstacles' last motion is then held. The parent samples the head once per substep
+    start and end, before the workers step, so they need not ask for it."""
     model, obstacles = hair_on_head("numpy", n_strands=6, n_links=6)
     swing = np.tile(np.linspace(0.6, 0.15, 6), 6)  # per link, strand order: tighter to the tip
-    head, obstacle_motion = _turning_head(obstacles)
+    turning, obstacle_motion = _turning_head(obstacles)
+    sampled = []
+
+    def head(t):
+        sampled.append(t)
+        return turning(t)
+
     runs = []
     for count in (1, 2):
         sim = Simulation(
@@ -326,10 +333,13 @@ def test_workers_step_obstacles_and_joint_limits_as_one_process_does():
         assert sim.processes == count
         contacts = limit_rows = subdivisions = 0
         for frame in range(10):
+            sampled.clear()
             # The last frames hold the obstacles where the last substep saw them.
             stats = sim.advance(
                 1 / 24, head, obstacle_motion=obstacle_motion if frame < 8 else None
             )
+            # Sampled once each, before the workers step: none had to ask for a sample.
+            assert count == 1 or len(set(sampled)) == len(sampled)
             subdivisions += stats.subdivisions
             contacts += sim.constraint_stats.contacts
             limit_rows += sim.constraint_stats.limit_rows
