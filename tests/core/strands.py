@@ -10,6 +10,7 @@ from oriented_strands.core import (
     Capsule,
     Material,
     Model,
+    ObstacleMotion,
     Sphere,
     StrandParameters,
     StrandSpec,
@@ -139,3 +140,32 @@ def hair_on_head(backend, n_strands: int, n_links: int) -> tuple[Model, Obstacle
         backend,
     )
     return model, obstacles
+
+
+# The head's turn: ±90° about z at up to 360°/s.
+HEAD_TURN_PEAK = 2 * math.pi  # rad/s
+
+
+def turning_head(obstacles: Obstacles) -> tuple:
+    """The head of :func:`hair_on_head` turning ±90° about z at up to 360°/s, as a base motion
+    ``head(t)`` and as the obstacles' motion ``obstacle_motion(t)`` (the head sphere turns with
+    it, its angular velocity entering the contacts; the neck capsule stands still)."""
+    peak = HEAD_TURN_PEAK
+
+    def head(t: float) -> BaseMotion:
+        angle = 0.25 * peak * math.sin(4.0 * t)
+        c, s = math.cos(angle), math.sin(angle)
+        rotation = np.array([[[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]])
+        omega = np.array([[0.0, 0.0, peak * math.cos(4.0 * t)]])
+        alpha = np.array([[0.0, 0.0, -4.0 * peak * math.sin(4.0 * t)]])
+        zero = np.zeros((1, 3))
+        return BaseMotion(rotation, zero, omega, zero, alpha, zero)
+
+    def obstacle_motion(t: float) -> ObstacleMotion:
+        motion = head(t)
+        pose = np.eye(4)
+        pose[:3, :3] = motion.rotation[0]
+        spin = np.concatenate((motion.angular_velocity, np.zeros((1, 3))))
+        return ObstacleMotion.from_host(obstacles, np.stack((pose, np.eye(4))), spin)
+
+    return head, obstacle_motion

@@ -32,7 +32,15 @@ from oriented_strands.core import (
 from oriented_strands.core.constraints import _operator_columns, delassus_operator
 from oriented_strands.core.obstacles import signed_distances
 from oriented_strands.core.state import Control
-from strands import FREE, STILL, hair_on_head, polyline, random_tree
+from strands import (
+    FREE,
+    HEAD_TURN_PEAK,
+    STILL,
+    hair_on_head,
+    polyline,
+    random_tree,
+    turning_head,
+)
 
 G = 9.81
 
@@ -430,22 +438,8 @@ def test_hair_on_a_turning_head_stays_outside_head_and_neck(backend, seconds):
     if seconds > 2.0 and backend.name != "numpy":
         pytest.skip("the long run is for the NumPy backend; the others run 1 s")
     model, obstacles = hair_on_head(backend, n_strands=3, n_links=6)
-    peak = 2 * math.pi  # rad/s
-
-    def head(t):
-        angle = 0.25 * peak * math.sin(4.0 * t)
-        c, s = math.cos(angle), math.sin(angle)
-        rotation = np.array([[[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]])
-        omega = np.array([[0.0, 0.0, peak * math.cos(4.0 * t)]])
-        alpha = np.array([[0.0, 0.0, -4.0 * peak * math.sin(4.0 * t)]])
-        zero = np.zeros((1, 3))
-        return BaseMotion(rotation, zero, omega, zero, alpha, zero)
-
-    def obstacle_motion(t):
-        motion = head(t)
-        poses = np.stack((_pose(motion.rotation[0]), np.eye(4)))
-        spin = np.concatenate((motion.angular_velocity, np.zeros((1, 3))))
-        return ObstacleMotion.from_host(obstacles, poses, spin)
+    peak = HEAD_TURN_PEAK
+    head, obstacle_motion = turning_head(obstacles)
 
     sim = Simulation(model, SolverSettings(substeps=4), obstacles=obstacles)
     mass = 0.01 * 0.25 * model.n_strands

@@ -4,18 +4,15 @@ They run on the NumPy backend only, so these tests do not take the backend fixtu
 """
 
 import gc
-import math
 
 import numpy as np
 import pytest
 
 from oriented_strands.core import (
     Backend,
-    BaseMotion,
     BaseTrajectory,
     ForceFields,
     JointLimits,
-    ObstacleMotion,
     PointPath,
     PoseTrajectory,
     Simulation,
@@ -32,7 +29,7 @@ from oriented_strands.core import (
     workers,
 )
 from oriented_strands.core.model import select_trees
-from strands import STILL, hair_on_head, polyline, random_tree, soft_hair
+from strands import STILL, hair_on_head, polyline, random_tree, soft_hair, turning_head
 from strict_xp import strict_xp
 
 
@@ -284,30 +281,6 @@ def test_automatic_worker_count_follows_cores_and_level_width(monkeypatch):
     assert workers.worker_count(_strands(3), SolverSettings(workers=5)) == 3
 
 
-def _turning_head(obstacles):
-    """The head turning ±90° about z at up to 360°/s, as a base motion and as the obstacles'
-    motion (the head sphere turns with it, the neck capsule stands still)."""
-    peak = 2 * math.pi
-
-    def head(t):
-        angle = 0.25 * peak * math.sin(4.0 * t)
-        c, s = math.cos(angle), math.sin(angle)
-        rotation = np.array([[[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]])
-        omega = np.array([[0.0, 0.0, peak * math.cos(4.0 * t)]])
-        alpha = np.array([[0.0, 0.0, -4.0 * peak * math.sin(4.0 * t)]])
-        zero = np.zeros((1, 3))
-        return BaseMotion(rotation, zero, omega, zero, alpha, zero)
-
-    def obstacle_motion(t):
-        motion = head(t)
-        pose = np.eye(4)
-        pose[:3, :3] = motion.rotation[0]
-        spin = np.concatenate((motion.angular_velocity, np.zeros((1, 3))))
-        return ObstacleMotion.from_host(obstacles, np.stack((pose, np.eye(4))), spin)
-
-    return head, obstacle_motion
-
-
 def test_workers_step_obstacles_and_joint_limits_as_one_process_does():
     """Each worker resolves the contacts and joint limits of its own trees: hair on a turning
     head with per-link swing limits ends as in one process, with the same contacts counted, also
@@ -315,7 +288,7 @@ def test_workers_step_obstacles_and_joint_limits_as_one_process_does():
     start and end, before the workers step, so they need not ask for it."""
     model, obstacles = hair_on_head("numpy", n_strands=6, n_links=6)
     swing = np.tile(np.linspace(0.6, 0.15, 6), 6)  # per link, strand order: tighter to the tip
-    turning, obstacle_motion = _turning_head(obstacles)
+    turning, obstacle_motion = turning_head(obstacles)
     sampled = []
 
     def head(t):
