@@ -21,7 +21,8 @@ messages over the worker's standard input and output (its prints go to standard 
 - ``advance``: the group's joint state and the control fields that changed, the force fields,
   and the base motion, animated control fields and obstacles' motion at every substep's end
   (and start, with constraints), sampled once, in the parent; a subdivided step needs other
-  times, which the worker asks the parent for (``sample``) while it steps. The worker answers
+  times, which the worker asks the parent for (``sample``) while it steps, and the parent
+  answers whichever worker asks (:meth:`Workers._answers`). The worker answers
   with its new joint state and statistics (``done``) or the error that stopped it
   (``error``), and keeps its state, control and Newton predictor for the next frame.
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import selectors
 import subprocess
 import sys
 from collections.abc import Callable
@@ -267,12 +269,8 @@ class Workers:
                 )
             )
         self._sent_control.update(changed)
-        replies, failure = [], None
-        for worker in self._workers:
-            reply = worker.finish(sample)
-            if reply[0] == "error":
-                failure = failure or reply[1]
-            replies.append(reply)
+        replies = self._answers(sample)
+        failure = next((reply[1] for reply in replies if reply[0] == "error"), None)
         if failure is not None:
             raise failure
         results, constraint_stats = [], []
@@ -297,6 +295,29 @@ class Workers:
             sum(result.limit_rows for result in constraint_stats),
             sum(result.bilateral_rows for result in constraint_stats),
         )
+
+    def _answers(self, sample: Callable[[float], tuple]) -> list[tuple]:
+        """Every worker's answer to an ``advance``, in worker order, serving the samples they
+        ask for as they ask (one at a time on Windows, whose pipes cannot be waited on
+        together: there a worker's question waits until the workers before it have answered)."""
+        if sys.platform == "win32":
+            return [worker.finish(sample) for worker in self._workers]
+        answers: dict[int, tuple] = {}
+        with selectors.DefaultSelector() as selector:
+            for worker in self._workers:
+                selector.register(worker.answers, selectors.EVENT_READ, worker)
+            while len(answers) < len(self._workers):
+                for key, _ in selector.select():
+                    worker = key.data
+                    # A worker has one message under way at most: it waits for the answer to
+                    # a question, and its reply is its last, so a whole message is there to read.
+                    reply = worker.receive()
+                    if reply[0] == "sample":
+                        worker.answer(sample, reply[1])
+                        continue
+                    answers[worker.number] = reply
+                    selector.unregister(key.fileobj)
+        return [answers[worker.number] for worker in self._workers]
 
     def close(self) -> None:
         """End every worker process (waiting a little for each to finish on its own)."""
@@ -358,13 +379,22 @@ class _Worker:
             raise WorkerError(f"worker process {self.number} answered {reply[0]!r}, not {kind!r}")
         return reply
 
+    @property
+    def answers(self) -> IO[bytes]:
+        """The pipe the worker answers on."""
+        return self._process.stdout
+
+    def answer(self, sample: Callable[[float], tuple], time: float) -> None:
+        """Send the sample at ``time`` the worker asked for."""
+        self.send(("sample", self.share(sample(time))))
+
     def finish(self, sample: Callable[[float], tuple]) -> tuple:
         """The answer to an ``advance``, serving the samples the worker asks for meanwhile."""
         while True:
             reply = self.receive()
             if reply[0] != "sample":
                 return reply
-            self.send(("sample", self.share(sample(reply[1]))))
+            self.answer(sample, reply[1])
 
     def close(self) -> None:
         process = self._process
