@@ -339,7 +339,11 @@ class _Worker:
             )
         try:
             self._process = subprocess.Popen(
-                [executable, "-c", _BOOTSTRAP], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+                [executable, "-c", _BOOTSTRAP],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                # On Windows, no console window pops up for each worker of Blender's interface.
+                creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),
             )
         except OSError as error:
             raise WorkerError(
