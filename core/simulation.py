@@ -287,9 +287,16 @@ class Simulation:
             stepper = Stepper(
                 self.model, self.data, self.control, step_drive, self.settings, constrain
             )
-            self.state, self._spare, self.stats = stepper.advance(
-                (self.state, self._spare), start, h, substeps
-            )
+            # The substeps step into the state and the spare by turns: kept aside, the state
+            # comes back as it was if one of them fails.
+            before = self.state.copy()
+            try:
+                self.state, self._spare, self.stats = stepper.advance(
+                    (self.state, self._spare), start, h, substeps
+                )
+            except Exception:
+                self.state = before
+                raise
         # Land exactly on the requested time despite the substeps' rounding.
         self.state.time = start + dt
         return self.stats

@@ -272,6 +272,8 @@ class Workers:
         replies = self._answers(sample)
         failure = next((reply[1] for reply in replies if reply[0] == "error"), None)
         if failure is not None:
+            # The others stepped on: the next advance sends them the state again.
+            self._left = None
             raise failure
         results, constraint_stats = [], []
         for worker, (_, q, w, stats, field_values, constrained) in zip(

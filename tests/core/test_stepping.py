@@ -6,6 +6,7 @@ import pytest
 from oriented_strands.core import (
     BaseMotion,
     BaseTrajectory,
+    InvalidInputError,
     Simulation,
     SimulationDivergedError,
     SolverSettings,
@@ -13,7 +14,7 @@ from oriented_strands.core import (
     build_model,
     presets,
 )
-from strands import polyline, soft_hair
+from strands import STILL, polyline, soft_hair
 
 
 def _floppy_tree(backend):
@@ -92,3 +93,20 @@ def test_a_step_that_keeps_failing_is_halved_down_to_the_depth_limit_and_names_t
     assert sampled == [0.25, 0.125, 0.0625]
     assert animated == [0.0, 0.25, 0.125, 0.0625]
     assert sim.time == 0.0
+
+
+def test_a_failed_advance_leaves_the_state_as_it_was(backend):
+    """An animated parameter that turns invalid at the third substep's end stops the advance
+    there: two substeps have stepped (the second into the state's own arrays), but the
+    simulation's state is the one before the call."""
+    model = soft_hair(backend, 2)
+    sim = Simulation(model, gravity=(9.81, 0.0, 0.0))
+    sim.advance(1 / 24, STILL)
+    before = sim.state.copy()
+    sim.set_parameter("drag", lambda t: 0.0 if t < 1 / 24 + 0.025 else -1.0)
+    with pytest.raises(InvalidInputError, match="drag must be non-negative"):
+        sim.advance(1 / 24, STILL)
+    to_host = model.backend.to_host
+    assert sim.time == before.time
+    np.testing.assert_array_equal(to_host(sim.state.q), to_host(before.q))
+    np.testing.assert_array_equal(to_host(sim.state.w), to_host(before.w))
