@@ -119,8 +119,9 @@ class Simulation:
         substep on, while its ``active(t)`` says so."""
         if self.constraints is None:
             self.constraints = ConstraintSolver(self.model)
-            self.close()
         self.constraints.add(constraint)
+        # It calls back into this process's script: the trees step here from now on.
+        self.close()
 
     def close(self) -> None:
         """End the worker processes, if any; the simulation steps on in this process."""

@@ -328,8 +328,10 @@ def test_workers_step_obstacles_and_joint_limits_as_one_process_does():
 
 
 def test_an_animated_constraint_brings_the_simulation_back_into_one_process():
-    model = _forest()
-    sim = Simulation(model, SolverSettings(workers=2))
+    """Also one with obstacles: the path is followed, in this process, and so are the
+    obstacles."""
+    model, obstacles = hair_on_head("numpy", n_strands=4, n_links=6)
+    sim = Simulation(model, SolverSettings(workers=2), obstacles=obstacles)
     sim.advance(1 / 24, STILL)
     tip = sim.points()[model.point_offsets[1] - 1]
     sim.add_constraint(PointPath(strand=0, link=5, path=lambda t: tip))
@@ -337,3 +339,5 @@ def test_an_animated_constraint_brings_the_simulation_back_into_one_process():
     for _ in range(3):
         sim.advance(1 / 24, STILL)
     np.testing.assert_allclose(sim.points()[model.point_offsets[1] - 1], tip, atol=2e-3)
+    assert sim.constraint_stats.bilateral_rows == 3
+    assert sim.constraint_stats.contacts > 0
