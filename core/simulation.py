@@ -257,9 +257,15 @@ class Simulation:
                     obstacle_motion if obstacle_motion is not None else constraints.obstacle_motion
                 )
                 obstacle_source = held if callable(held) else (lambda t: held)
-            self.stats, constraint_stats = self._workers.advance(
-                self.state, self.control, inputs, fields, h, times, obstacle_source
-            )
+            try:
+                self.stats, constraint_stats = self._workers.advance(
+                    self.state, self.control, inputs, fields, h, times, obstacle_source
+                )
+            except BaseException:
+                if self._workers.closed:
+                    # Cut short, the exchange ended the workers: step on in this process.
+                    self.close()
+                raise
             if constraints is not None:
                 constraints.stats = constraint_stats
             if obstacle_source is not None:

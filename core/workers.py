@@ -199,6 +199,11 @@ class Workers:
     def __len__(self) -> int:
         return len(self._workers)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the processes have ended (:meth:`close`, or an exchange cut short)."""
+        return not self._workers
+
     def clear_predictors(self) -> None:
         """Let every worker's next step start from the current velocities, and its constraints
         from nothing (after a reset)."""
@@ -245,31 +250,37 @@ class Workers:
         moved = self._left is None or not (
             np.array_equal(self._left[0], state.q) and np.array_equal(self._left[1], state.w)
         )
-        for worker in self._workers:
-            links = worker.links
-            per_link = {
-                name: None if value is None else value[..., links]
-                for name, value in changed.items()
-            }
-            worker.send(
-                (
-                    "advance",
-                    state.q[:, links] if moved else None,
-                    state.w[:, links] if moved else None,
-                    state.base_rotation,
-                    state.base_position,
-                    start,
-                    control.gravity,
-                    per_link,
-                    fields,
-                    {t: worker.share(sample) for t, sample in samples.items()},
-                    h,
-                    len(times),
-                    clear,
+        try:
+            for worker in self._workers:
+                links = worker.links
+                per_link = {
+                    name: None if value is None else value[..., links]
+                    for name, value in changed.items()
+                }
+                worker.send(
+                    (
+                        "advance",
+                        state.q[:, links] if moved else None,
+                        state.w[:, links] if moved else None,
+                        state.base_rotation,
+                        state.base_position,
+                        start,
+                        control.gravity,
+                        per_link,
+                        fields,
+                        {t: worker.share(sample) for t, sample in samples.items()},
+                        h,
+                        len(times),
+                        clear,
+                    )
                 )
-            )
+            replies = self._answers(sample)
+        except BaseException:
+            # An exchange cut short (an interrupt, a sample that failed, a dead worker) leaves
+            # messages in the pipes: these workers cannot go on.
+            self.close()
+            raise
         self._sent_control.update(changed)
-        replies = self._answers(sample)
         failure = next((reply[1] for reply in replies if reply[0] == "error"), None)
         if failure is not None:
             # The others stepped on: the next advance sends them the state again.

@@ -180,6 +180,39 @@ def test_a_step_subdivided_in_a_worker_is_driven_by_the_parent_at_the_halves():
     assert points[22, 2] < 0.0
 
 
+def test_a_sample_that_fails_while_a_worker_waits_for_it_ends_the_workers():
+    """The base fails at the half of a subdivided step, which a worker asked for: the error
+    comes through, the workers end (their exchange was cut short) and the simulation steps on
+    in this process from the state before the call."""
+    model = _floppy_trees()
+    times = np.arange(-2, 19) / 24
+    matrices = np.broadcast_to(model.base_rest_poses, (len(times), 1, 4, 4)).copy()
+    matrices[:, :, 0, 3] += 0.1 * np.sin(2 * np.pi * times)[:, None]
+    trajectory = BaseTrajectory(times, matrices)
+    substep_ends = {round(k / 96, 12) for k in range(1, 200)}
+
+    def base(t):
+        if round(t, 12) not in substep_ends:
+            raise RuntimeError(f"no base at {t}")
+        return trajectory(t)
+
+    sim = Simulation(model, SolverSettings(workers=2))
+    failure = None
+    with np.errstate(over="ignore", invalid="ignore"):  # the failed attempts may overflow
+        for _ in range(16):
+            before = sim.state.copy()
+            try:
+                sim.advance(1 / 24, base)
+            except RuntimeError as error:
+                failure = error
+                break
+    assert "no base" in str(failure)
+    assert sim.processes == 1
+    np.testing.assert_array_equal(sim.state.q, before.q)
+    sim.advance(1 / 24, STILL)
+    assert np.isfinite(sim.points()).all()
+
+
 def test_a_worker_whose_step_diverges_names_the_strand_and_leaves_the_state_as_it_was():
     model = soft_hair("numpy", 2)
     # One Newton iteration can never meet this threshold, so every step fails.
