@@ -32,7 +32,7 @@ from .model import Model
 from .obstacles import Obstacles
 from .pose import Pose
 from .state import Control, State, _checked_vector
-from .stepping import BaseSource, Constrain, Inputs, ObstacleSource, PoseSource, Stepper, drive
+from .stepping import BaseSource, Constrain, Inputs, ObstacleSource, PoseSource, Stepper
 from .workers import Workers, worker_count
 
 if TYPE_CHECKING:
@@ -287,12 +287,8 @@ class Simulation:
                     self.model, self.data, self.control, constraints, base, obstacle_motion
                 )
             )
-
-            def step_drive(state: State, time: float) -> None:
-                drive(self.model, self.data, self.control, inputs, fields, state, time)
-
             stepper = Stepper(
-                self.model, self.data, self.control, step_drive, self.settings, constrain
+                self.model, self.data, self.control, inputs, fields, self.settings, constrain
             )
             # The substeps step into the state and the spare by turns: kept aside, the state
             # comes back as it was if one of them fails.

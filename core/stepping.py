@@ -79,26 +79,6 @@ class Inputs:
         return sample
 
 
-def drive(
-    model: Model,
-    data: Data,
-    control: Control,
-    inputs: Callable[[float], tuple[BaseMotion, dict[str, Any]]],
-    fields: ForceFields | None,
-    state: State,
-    time: float,
-) -> None:
-    """Set ``control`` for a step from ``state`` to ``time``: the base motion and the animated
-    control fields that ``inputs`` gives for ``time`` (an :class:`Inputs`, or a worker's share
-    of one), then the force ``fields`` at the links' current positions."""
-    motion, updates = inputs(time)
-    control.set_base_motion(model, motion)
-    for name, value in updates.items():
-        setattr(control, name, value)
-    if fields is not None:
-        fields.apply(model, data, state, control, time)
-
-
 class Constrain:
     """Corrects each step by the constraint forces (:class:`.constraints.ConstraintSolver`):
     :meth:`begin` records the state a step starts from, :meth:`resolve` corrects the free step.
@@ -158,16 +138,28 @@ def _raise_unconverged(model: Model, data: Data, stats: StepStats, depth: int) -
 class Stepper:
     """Steps a model with adaptive subdivision (see the module docstring).
 
-    ``drive(state, t)`` sets ``control`` for a step from ``state`` to time ``t``; ``constrain``
-    corrects each step by the constraint forces.
+    Before a step to time ``t`` the control takes the base motion and the animated control
+    fields that ``inputs(t)`` gives (an :class:`Inputs`, or a worker's share of one), then the
+    force ``fields`` at the links' current positions; ``constrain`` corrects each step by the
+    constraint forces.
     """
 
     model: Model
     data: Data
     control: Control
-    drive: Callable[[State, float], None]
+    inputs: Callable[[float], tuple[BaseMotion, dict[str, Any]]]
+    fields: ForceFields | None
     settings: SolverSettings
     constrain: Constrain | None = None
+
+    def _drive(self, state: State, time: float) -> None:
+        """Set the control for a step from ``state`` to ``time``."""
+        motion, updates = self.inputs(time)
+        self.control.set_base_motion(self.model, motion)
+        for name, value in updates.items():
+            setattr(self.control, name, value)
+        if self.fields is not None:
+            self.fields.apply(self.model, self.data, state, self.control, time)
 
     def advance(
         self, states: tuple[State, State], start: float, h: float, substeps: int
@@ -203,7 +195,7 @@ class Stepper:
         state, spare = states
         if constrain is not None:
             constrain.begin(state, end - h, h)
-        self.drive(state, end)
+        self._drive(state, end)
         # The step's first guess is the last velocity change; a failed step overwrites it.
         predictor = data.dw.copy()
         try:

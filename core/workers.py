@@ -48,7 +48,7 @@ from .errors import WorkerError
 from .integrators import SolverSettings, StepStats
 from .model import Model, select_trees
 from .state import Control, State
-from .stepping import Constrain, Stepper, drive
+from .stepping import Constrain, Stepper
 
 try:
     import fcntl
@@ -535,27 +535,27 @@ def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tu
             _, samples[time] = pickle.load(source)
         return samples[time]
 
-    step_drive = _bind_drive(group, lambda time: sample(time)[:2], fields)
     constrain = None
     if solver is not None:
         obstacle_motion = None if solver.obstacles is None else (lambda time: sample(time)[2])
         constrain = Constrain(
             model, group.data, control, solver, lambda time: sample(time)[0], obstacle_motion
         )
-    stepper = Stepper(model, group.data, control, step_drive, group.settings, constrain)
+    stepper = Stepper(
+        model,
+        group.data,
+        control,
+        lambda time: sample(time)[:2],
+        fields,
+        group.settings,
+        constrain,
+    )
     group.state, group.spare, stats = stepper.advance((state, group.spare), start, h, substeps)
     field_values = (
         {} if fields is None else {name: getattr(control, name) for name in _FIELD_CONTROL}
     )
     constrained = ConstraintStats() if solver is None else solver.stats
     return ("done", group.state.q, group.state.w, stats, field_values, constrained)
-
-
-def _bind_drive(group: _Group, inputs: Callable, fields: ForceFields | None) -> Callable:
-    def step_drive(state: State, time: float) -> None:
-        drive(group.model, group.data, group.control, inputs, fields, state, time)
-
-    return step_drive
 
 
 def _transferable(error: Exception) -> Exception:
