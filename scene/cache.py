@@ -395,20 +395,16 @@ class StrandSystemRuntime:
         self.layout, self.model, self._key = layout, model, key
         self._solver = settings.model.solver
         self._start_gravity = gravity_vector(settings, values)
-        self._close_simulation()
+        # Dropped, a simulation's worker processes end with it (its finalizer).
+        self.simulation = None
         self.point_radius = point_radius(layout, settings.model)
         self.error = ""
-
-    def _close_simulation(self) -> None:
-        # Its worker processes, if any, end now rather than whenever it is collected.
-        if self.simulation is not None:
-            self.simulation.close()
-        self.simulation = None
 
     def _start_simulation(self) -> None:
         # A new Simulation rather than reset(): every run from the start frame begins from the
         # same fresh engine state, so a re-simulated frame equals the first result bit for bit.
-        self._close_simulation()
+        # Dropping the last one first ends its worker processes before new ones start.
+        self.simulation = None
         obstacles, joint_limits, constraint_settings = self._constraints
         simulation = Simulation(
             self.model,
