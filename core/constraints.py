@@ -58,7 +58,8 @@ One substep with constraints
    that pushes its point toward the root is applied slightly off its line
    (``buckling_tilt``), so that a straight strand buckles to a definite side at once.
 6. **Apply**: the joint torques of all forces, one solve, ``w⁺ += h solve(Gᵀ x)``,
-   ``q⁺ = q ⊗ exp(h w⁺)``. Then (``passes`` ≥ 2) a Newton iteration of the backward-Euler
+   ``q⁺ = q ⊗ exp(h w⁺)``. With two or more passes (by default in a substep with joint-limit
+   rows, see :class:`ConstraintSettings`) a Newton iteration of the backward-Euler
    residual with the forces as a load, through the free step's own kind of factorisation,
    makes the state consistent with the forces (the operator is linear; it misses the Coriolis
    coupling and the geometric stiffness of gravity and of the forces themselves), and each
@@ -140,9 +141,14 @@ class ConstraintSettings:
         ``η``: the force of a weak row that pushes its point toward its tree's root is applied up
         to ``η`` off its line, sideways from the point's link (the imperfection that lets a
         straight strand pushed along itself buckle; see ``docs/collisions.md``).
-    passes : int
-        LCP solves per substep, each followed by a Newton iteration with the forces found (see
-        :meth:`ConstraintSolver._apply`).
+    passes : int or None
+        LCP solves per substep, each but the last followed by a Newton iteration with the forces
+        found (see :meth:`ConstraintSolver._apply`). ``None`` (the default): two in a substep
+        with joint-limit rows, one otherwise. A second pass measures the rows again after the
+        Newton iteration: a joint limit's angle is not linear in the joint velocity, and at one
+        pass a whipping strand in 15° cones diverged within four frames; contacts and paths
+        hold as well at one pass as at two (``docs/collisions.md``), for about a third less
+        work per substep.
     """
 
     iterations: int = 40
@@ -160,10 +166,11 @@ class ConstraintSettings:
     path_speed: float = 0.5
     weak_row_ratio: float = 0.1
     buckling_tilt: float = 0.05
-    passes: int = 2
+    passes: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("iterations", "passes"):
+        counts = ("iterations",) if self.passes is None else ("iterations", "passes")
+        for name in counts:
             value = getattr(self, name)
             if isinstance(value, bool) or int(value) != value or int(value) < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
@@ -528,7 +535,10 @@ class ConstraintSolver:
         if count == 0:
             self.stats = ConstraintStats()
             return
-        largest = self._apply(data, state, control, rows, h, out)
+        passes = self.settings.passes
+        if passes is None:
+            passes = 2 if limit_rows else 1
+        largest = self._apply(data, state, control, rows, h, out, int(passes))
         self.stats = ConstraintStats(largest, contacts, limit_rows, bilateral_rows)
 
     # --- rows ------------------------------------------------------------------------------
@@ -685,10 +695,17 @@ class ConstraintSolver:
     # --- operator, LCP and correction ------------------------------------------------------
 
     def _apply(
-        self, data: Data, state: State, control: Control, rows: _Rows, h: float, out: State
+        self,
+        data: Data,
+        state: State,
+        control: Control,
+        rows: _Rows,
+        h: float,
+        out: State,
+        passes: int,
     ) -> int:
-        """Solve the rows' LCP and correct ``out`` in ``settings.passes`` passes (module
-        docstring, steps 4–6); returns the largest tree's row count."""
+        """Solve the rows' LCP and correct ``out`` in ``passes`` passes (module docstring, steps
+        4–6); returns the largest tree's row count."""
         model, xp, settings = self.model, self.model.xp, self.settings
         to_host = model.backend.to_host
         order = xp.argsort(rows.tree, kind="stable")
@@ -730,7 +747,7 @@ class ConstraintSolver:
         )
 
         force = xp.zeros((n_trees, m), dtype=dtype)
-        for correction in range(int(settings.passes)):
+        for correction in range(passes):
             if correction:
                 dynamics.link_velocities(model, data, out.q, out.w, control)
                 arm = _arms(model, data, link, fraction)
@@ -756,7 +773,7 @@ class ConstraintSolver:
             force = new_force
             out.w += h * dynamics.solve(model, data, change)
             out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
-            if correction + 1 < int(settings.passes):
+            if correction + 1 < passes:
                 r = integrators.residual(model, data, state, out.q, out.w, control, h)
                 dynamics.factorize(
                     model,

@@ -573,6 +573,38 @@ def test_a_swing_limited_strand_never_leaves_its_cone(backend):
     assert sim.constraint_stats.limit_rows > 0
 
 
+def test_a_substep_takes_two_passes_with_joint_limits_and_one_without(backend):
+    """By default a substep with joint-limit rows solves its LCP in two passes, any other in one:
+    a strand falling onto a plane steps exactly as with ``passes=1``, a strand falling into its
+    swing cones exactly as with ``passes=2``, and the other count would have given another
+    state."""
+    strand = [StrandSpec(polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.0, 0.01)))]
+    model = build_model(strand, StrandParameters(bend_stiffness=2e-6), backend=backend)
+    plane = build_obstacles([Plane(Material(0.0, 0.4, 0.3))], backend)
+    scenes = {
+        "contacts": dict(obstacles=plane),
+        "limits": dict(joint_limits=JointLimits(swing=math.radians(15.0))),
+    }
+
+    def final_state(scene, passes):
+        sim = Simulation(
+            model,
+            SolverSettings(substeps=4),
+            constraint_settings=ConstraintSettings(passes=passes),
+            **scenes[scene],
+        )
+        motion = {"obstacle_motion": _placed(plane, _pose())} if scene == "contacts" else {}
+        for _ in range(6):
+            sim.advance(1 / 24, STILL, **motion)
+        assert sim.constraint_stats.largest_problem > 0
+        return backend.to_host(sim.state.w)
+
+    for scene, passes in (("contacts", 1), ("limits", 2)):
+        automatic = final_state(scene, None)
+        np.testing.assert_array_equal(automatic, final_state(scene, passes))
+        assert not np.allclose(automatic, final_state(scene, 3 - passes), rtol=0, atol=1e-9)
+
+
 def _twist_angles(model, q_level_major) -> np.ndarray:
     """Signed twist angle of every joint away from its rest rotation (twist ⊗ swing split),
     strand order; computed here from the quaternions with NumPy."""
@@ -626,6 +658,8 @@ def test_bad_constraint_input_is_refused(backend):
         )
     with pytest.raises(InvalidInputError, match="relaxation"):
         ConstraintSettings(relaxation=2.0)
+    with pytest.raises(InvalidInputError, match="passes"):
+        ConstraintSettings(passes=0)
     with pytest.raises(InvalidInputError, match="fractions"):
         ConstraintSettings(fractions=(0.0,))
     with pytest.raises(InvalidInputError, match="twist_min"):
