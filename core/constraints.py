@@ -58,8 +58,8 @@ One substep with constraints
    that pushes its point toward the root is applied slightly off its line
    (``buckling_tilt``), so that a straight strand buckles to a definite side at once.
 6. **Apply**: the joint torques of all forces, one solve, ``w⁺ += h solve(Gᵀ x)``,
-   ``q⁺ = q ⊗ exp(h w⁺)``. With two or more passes (by default in a substep with joint-limit
-   rows, see :class:`ConstraintSettings`) a Newton iteration of the backward-Euler
+   ``q⁺ = q ⊗ exp(h w⁺)``. With two or more passes (by default for the trees with joint-limit
+   rows in the substep, see :class:`ConstraintSettings`) a Newton iteration of the backward-Euler
    residual with the forces as a load, through the free step's own kind of factorisation,
    makes the state consistent with the forces (the operator is linear; it misses the Coriolis
    coupling and the geometric stiffness of gravity and of the forces themselves), and each
@@ -143,12 +143,13 @@ class ConstraintSettings:
         straight strand pushed along itself buckle; see ``docs/collisions.md``).
     passes : int or None
         LCP solves per substep, each but the last followed by a Newton iteration with the forces
-        found (see :meth:`ConstraintSolver._apply`). ``None`` (the default): two in a substep
-        with joint-limit rows, one otherwise. A second pass measures the rows again after the
-        Newton iteration: a joint limit's angle is not linear in the joint velocity, and at one
-        pass a whipping strand in 15° cones diverged within four frames; contacts and paths
-        hold as well at one pass as at two (``docs/collisions.md``), for about a third less
-        work per substep.
+        found (see :meth:`ConstraintSolver._apply`). ``None`` (the default): two for the trees
+        with joint-limit rows in the substep, one for the others (so a tree's step does not
+        depend on the other trees). A second pass measures the rows again after the Newton
+        iteration: a joint limit's angle is not linear in the joint velocity, and at one pass a
+        whipping strand in 15° cones diverged within four frames; contacts and paths hold as
+        well at one pass as at two (``docs/collisions.md``), and one pass halves the constraint
+        work of a substep.
     """
 
     iterations: int = 40
@@ -521,6 +522,7 @@ class ConstraintSolver:
         if self._limits is not None:
             rows = self._limit_rows(out, h)
             limit_rows = rows.tree.shape[0]
+            limited_trees = rows.tree
             parts.append(rows.with_padding(xp))
         if "paths" in self._start:
             rows = self._path_rows(data)
@@ -535,10 +537,15 @@ class ConstraintSolver:
         if count == 0:
             self.stats = ConstraintStats()
             return
-        passes = self.settings.passes
+        passes, repeated = self.settings.passes, None
         if passes is None:
             passes = 2 if limit_rows else 1
-        largest = self._apply(data, state, control, rows, h, out, int(passes))
+            if limit_rows:
+                # Only the trees with joint-limit rows take the second pass, so that a tree's
+                # step does not depend on the others (nor on how trees are grouped in workers).
+                repeated = xp.zeros(model.n_trees, dtype=bool)
+                repeated[limited_trees] = True
+        largest = self._apply(data, state, control, rows, h, out, int(passes), repeated)
         self.stats = ConstraintStats(largest, contacts, limit_rows, bilateral_rows)
 
     # --- rows ------------------------------------------------------------------------------
@@ -703,9 +710,11 @@ class ConstraintSolver:
         h: float,
         out: State,
         passes: int,
+        repeated: Any = None,
     ) -> int:
         """Solve the rows' LCP and correct ``out`` in ``passes`` passes (module docstring, steps
-        4–6); returns the largest tree's row count."""
+        4–6), the passes after the first for the trees ``repeated`` ((T,) bool; None: all);
+        returns the largest tree's row count."""
         model, xp, settings = self.model, self.model.xp, self.settings
         to_host = model.backend.to_host
         order = xp.argsort(rows.tree, kind="stable")
@@ -769,6 +778,8 @@ class ConstraintSolver:
                     block_size=2,
                     initial=force[part],
                 )
+            if correction and repeated is not None:
+                new_force = xp.where(repeated[:, None], new_force, force)
             change = self._joint_load(data, link, arm, applied, joint, new_force - force)
             force = new_force
             out.w += h * dynamics.solve(model, data, change)
@@ -785,7 +796,10 @@ class ConstraintSolver:
                 load = self._joint_load(
                     data, link, _arms(model, data, link, fraction), applied, joint, force
                 )
-                out.w += dynamics.solve(model, data, -h * (r - load))
+                update = dynamics.solve(model, data, -h * (r - load))
+                if repeated is not None:
+                    update = xp.where(repeated[model.link_tree], update, 0.0)
+                out.w += update
                 out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
         return m
 

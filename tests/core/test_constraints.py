@@ -573,36 +573,38 @@ def test_a_swing_limited_strand_never_leaves_its_cone(backend):
     assert sim.constraint_stats.limit_rows > 0
 
 
-def test_a_substep_takes_two_passes_with_joint_limits_and_one_without(backend):
-    """By default a substep with joint-limit rows solves its LCP in two passes, any other in one:
-    a strand falling onto a plane steps exactly as with ``passes=1``, a strand falling into its
-    swing cones exactly as with ``passes=2``, and the other count would have given another
-    state."""
-    strand = [StrandSpec(polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.0, 0.01)))]
-    model = build_model(strand, StrandParameters(bend_stiffness=2e-6), backend=backend)
+def test_trees_with_joint_limits_take_two_passes_and_the_others_one(backend):
+    """By default the trees with joint-limit rows in a substep solve their LCP in two passes and
+    the others in one: of a strand falling onto a plane and a strand falling into its swing
+    cones, stepped together, each ends as it does stepped alone with ``passes=1`` and
+    ``passes=2`` respectively, and the other count would have given it another state."""
+    falling = polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.0, 0.01))
+    limited = polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.5, 1.0))
     plane = build_obstacles([Plane(Material(0.0, 0.4, 0.3))], backend)
-    scenes = {
-        "contacts": dict(obstacles=plane),
-        "limits": dict(joint_limits=JointLimits(swing=math.radians(15.0))),
-    }
+    cone = math.radians(15.0)
 
-    def final_state(scene, passes):
+    def final_velocities(points, swing, passes):
+        model = build_model(
+            [StrandSpec(p) for p in points], StrandParameters(bend_stiffness=2e-6), backend=backend
+        )
         sim = Simulation(
             model,
             SolverSettings(substeps=4),
+            obstacles=plane,
+            joint_limits=JointLimits(swing=swing),
             constraint_settings=ConstraintSettings(passes=passes),
-            **scenes[scene],
         )
-        motion = {"obstacle_motion": _placed(plane, _pose())} if scene == "contacts" else {}
         for _ in range(6):
-            sim.advance(1 / 24, STILL, **motion)
-        assert sim.constraint_stats.largest_problem > 0
-        return backend.to_host(sim.state.w)
+            sim.advance(1 / 24, STILL, obstacle_motion=_placed(plane, _pose()))
+        return model.to_strand_order(sim.state.w)
 
-    for scene, passes in (("contacts", 1), ("limits", 2)):
-        automatic = final_state(scene, None)
-        np.testing.assert_array_equal(automatic, final_state(scene, passes))
-        assert not np.allclose(automatic, final_state(scene, 3 - passes), rtol=0, atol=1e-9)
+    together = final_velocities([falling, limited], [math.inf] * 4 + [cone] * 4, None)
+    for strand, (points, swing, passes) in enumerate(((falling, math.inf, 1), (limited, cone, 2))):
+        alone = final_velocities([points], swing, passes)
+        links = slice(4 * strand, 4 * strand + 4)
+        np.testing.assert_allclose(together[links], alone, rtol=0, atol=1e-10)
+        other = final_velocities([points], swing, 3 - passes)
+        assert np.abs(other - alone).max() > 1e-6
 
 
 def _twist_angles(model, q_level_major) -> np.ndarray:
