@@ -7,11 +7,14 @@ A substep that fails — its Newton iteration stops at the cap with an update st
 included) — is redone as two half steps, the base motion and everything animated sampled at the
 midpoint through the same sources, and so on recursively down to ``max_subdivision_depth``
 halvings; only a step that still fails there raises :class:`.SimulationDivergedError`, naming the
-strand. Substeps that do not fail are computed exactly as without this safeguard. The whole model
-(or, when stepped in worker processes, the worker's whole group of trees) is redone, not only the
-trees that failed: trees are independent, so the others merely take smaller steps, and a failing
-step is rare enough that redoing only some trees (a model of them, :func:`.model.select_trees`,
-built on the spot) would not pay for itself.
+strand. A step that takes a joint further past its limit than
+``ConstraintSettings.limit_tolerance`` is halved the same way (the error of the limit rows falls
+with the square of the step), and accepted as it is at the deepest halving. Substeps that do not
+fail are computed exactly as without this safeguard. The whole model (or, when stepped in worker
+processes, the worker's whole group of trees) is redone, not only the trees that failed: trees
+are independent, so the others merely take smaller steps, and a failing step is rare enough
+that redoing only some trees (a model of them, :func:`.model.select_trees`, built on the spot)
+would not pay for itself.
 
 Constraints
 -----------
@@ -107,9 +110,11 @@ class Constrain:
         self._control.set_base_motion(self._model, base)
         self._solver.begin(self._data, state, self._control, time, h)
 
-    def resolve(self, state: State, h: float, out: State) -> None:
-        """Correct the free step ``out``; raises :class:`.SimulationDivergedError` if the
-        correction gives non-finite velocities (so the step is subdivided)."""
+    def resolve(self, state: State, h: float, out: State) -> bool:
+        """Correct the free step ``out``; returns whether it kept the joint limits (no joint
+        taken further past its limit than ``limit_tolerance``). Raises
+        :class:`.SimulationDivergedError` if the correction gives non-finite velocities (so the
+        step is subdivided)."""
         self._solver.resolve(self._data, state, self._control, h, out)
         xp, to_host = self._model.xp, self._model.backend.to_host
         if not np.isfinite(float(to_host(xp.max(xp.abs(out.w))))):
@@ -118,6 +123,7 @@ class Constrain:
                 "use more substeps, or check for contacts that push a straight strand along "
                 "its length"
             )
+        return self._solver.limit_overshoot(out) <= self._solver.settings.limit_tolerance
 
 
 def _failed(stats: StepStats, settings: SolverSettings) -> bool:
@@ -198,18 +204,20 @@ class Stepper:
         self._drive(state, end)
         # The step's first guess is the last velocity change; a failed step overwrites it.
         predictor = data.dw.copy()
+        deepest = depth >= settings.max_subdivision_depth
         try:
             stats = step(model, data, state, self.control, h, settings, spare, report_residual)
             failed = _failed(stats, settings)
+            held = True
             if constrain is not None and not failed:
-                constrain.resolve(state, h, spare)
+                held = constrain.resolve(state, h, spare)
         except SimulationDivergedError:
-            if depth >= settings.max_subdivision_depth:
+            if deepest:
                 raise
         else:
-            if not failed:
+            if not failed and (held or deepest):
                 return spare, state, stats
-            if depth >= settings.max_subdivision_depth:
+            if failed and deepest:
                 _raise_unconverged(model, data, stats, depth)
         # A half step changes the velocity by about half as much.
         data.dw[...] = 0.5 * predictor

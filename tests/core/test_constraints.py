@@ -546,16 +546,23 @@ def _swing_angles(model, q_level_major) -> np.ndarray:
     return 2 * np.arctan2(np.hypot(v[:, 0], v[:, 2]), np.hypot(w, v[:, 1]))
 
 
-def test_a_swing_limited_strand_never_leaves_its_cone(backend):
-    """A soft horizontal strand would droop far beyond 15° per joint under gravity while its
-    base shakes; with a 15° swing cone on every joint no joint exceeds it by more than 1°."""
+def _shaken_strand_in_cones(
+    backend, cone: float, settings: SolverSettings, frames: int, **constraint_settings
+) -> tuple[float, int, Simulation]:
+    """A soft horizontal 5-link strand with a swing cone of ``cone`` (rad) on every joint falls
+    while its base shakes, for ``frames`` frames at 24 fps: the largest swing angle reached, the
+    subdivided steps, and the simulation."""
     model = build_model(
         [StrandSpec(polyline(5, 0.25, direction=(1.0, 0.0, 0.0)))],
         StrandParameters(bend_stiffness=2e-6, twist_stiffness=2e-6),
         backend=backend,
     )
-    limit = math.radians(15.0)
-    sim = Simulation(model, SolverSettings(substeps=4), joint_limits=JointLimits(swing=limit))
+    sim = Simulation(
+        model,
+        settings,
+        joint_limits=JointLimits(swing=cone),
+        constraint_settings=ConstraintSettings(**constraint_settings),
+    )
 
     def shaking(t):
         zero = np.zeros((1, 3))
@@ -564,20 +571,56 @@ def test_a_swing_limited_strand_never_leaves_its_cone(backend):
         acceleration = np.array([[0.0, -1.08 * math.sin(6 * t), 0.0]])
         return BaseMotion(np.eye(3)[None], position, zero, velocity, zero, acceleration)
 
-    worst = 0.0
-    for _ in range(_frames(backend, 24)):
-        sim.advance(1 / 24, shaking)
+    worst, subdivisions = 0.0, 0
+    for _ in range(frames):
+        subdivisions += sim.advance(1 / 24, shaking).subdivisions
         worst = max(worst, _swing_angles(model, sim.state.q).max())
+    return worst, subdivisions, sim
+
+
+def test_a_swing_limited_strand_never_leaves_its_cone(backend):
+    """A soft horizontal strand would droop far beyond 15° per joint under gravity while its
+    base shakes; with a 15° swing cone on every joint no joint exceeds it by more than 1°."""
+    limit = math.radians(15.0)
+    worst, _, sim = _shaken_strand_in_cones(
+        backend, limit, SolverSettings(substeps=4), _frames(backend, 24)
+    )
     assert worst > limit - math.radians(1.0)  # the limit is reached
     assert worst < limit + math.radians(1.0)
     assert sim.constraint_stats.limit_rows > 0
+
+
+def test_a_tight_cone_holds_by_halving_the_steps_that_leave_it(backend):
+    """With 6° cones the same strand whips: its joints slide round their cones at up to
+    30 rad/s, and the limit rows, linear in the joint velocity, let them out by about
+    ``(h w)² / 2θ`` per step (it diverged within half a second at 8 substeps when such steps were
+    kept). The steps that take a joint more than ``limit_tolerance`` past its cone are halved,
+    and no joint leaves its cone by more than 1°."""
+    limit = math.radians(6.0)
+    worst, subdivisions, _ = _shaken_strand_in_cones(
+        backend, limit, SolverSettings(substeps=8), _frames(backend, 24)
+    )
+    assert limit - math.radians(1.0) < worst < limit + math.radians(1.0)
+    assert subdivisions > 0
+
+
+def test_a_step_that_leaves_its_cone_is_kept_at_the_deepest_halving(backend):
+    """With no halving allowed, the steps that leave their cones are kept: the strand steps
+    exactly as it does when they are never halved (``limit_tolerance = inf``)."""
+    settings = SolverSettings(substeps=4, max_subdivision_depth=0)
+    cone = math.radians(6.0)
+    worst, _, kept = _shaken_strand_in_cones(backend, cone, settings, 2, limit_tolerance=1e-9)
+    _, _, unchecked = _shaken_strand_in_cones(backend, cone, settings, 2, limit_tolerance=math.inf)
+    assert worst > cone + 1e-9
+    np.testing.assert_array_equal(backend.to_host(kept.state.q), backend.to_host(unchecked.state.q))
 
 
 def test_trees_with_joint_limits_take_two_passes_and_the_others_one(backend):
     """By default the trees with joint-limit rows in a substep solve their LCP in two passes and
     the others in one: of a strand falling onto a plane and a strand falling into its swing
     cones, stepped together, each ends as it does stepped alone with ``passes=1`` and
-    ``passes=2`` respectively, and the other count would have given it another state."""
+    ``passes=2`` respectively, and the other count would have given it another state. (Steps
+    that leave a cone are not subdivided here: a subdivision halves the steps of every tree.)"""
     falling = polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.0, 0.01))
     limited = polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.5, 1.0))
     plane = build_obstacles([Plane(Material(0.0, 0.4, 0.3))], backend)
@@ -592,7 +635,7 @@ def test_trees_with_joint_limits_take_two_passes_and_the_others_one(backend):
             SolverSettings(substeps=4),
             obstacles=plane,
             joint_limits=JointLimits(swing=swing),
-            constraint_settings=ConstraintSettings(passes=passes),
+            constraint_settings=ConstraintSettings(passes=passes, limit_tolerance=math.inf),
         )
         for _ in range(6):
             sim.advance(1 / 24, STILL, obstacle_motion=_placed(plane, _pose()))
