@@ -705,6 +705,8 @@ def test_bad_constraint_input_is_refused(backend):
         ConstraintSettings(relaxation=2.0)
     with pytest.raises(InvalidInputError, match="passes"):
         ConstraintSettings(passes=0)
+    with pytest.raises(InvalidInputError, match="limit_tolerance"):
+        ConstraintSettings(limit_tolerance=0.0)
     with pytest.raises(InvalidInputError, match="fractions"):
         ConstraintSettings(fractions=(0.0,))
     with pytest.raises(InvalidInputError, match="twist_min"):
