@@ -32,7 +32,15 @@ from .model import Model
 from .obstacles import Obstacles
 from .pose import Pose
 from .state import Control, State, _checked_vector
-from .stepping import BaseSource, Constrain, Inputs, ObstacleSource, PoseSource, Stepper
+from .stepping import (
+    BaseSource,
+    Constrain,
+    Inputs,
+    ObstacleSource,
+    PoseSource,
+    Stepper,
+    set_inputs,
+)
 from .workers import Workers, worker_count
 
 if TYPE_CHECKING:
@@ -273,10 +281,7 @@ class Simulation:
                 constraints.set_obstacle_motion(obstacle_source(times[-1] - h))
             # The control is left as the last substep saw it, whatever was sampled in between
             # (the workers' force fields excepted: they stored their last values).
-            motion, updates = inputs(times[-1])
-            self.control.set_base_motion(self.model, motion)
-            for name, value in updates.items():
-                setattr(self.control, name, value)
+            set_inputs(self.model, self.control, inputs, times[-1])
             self.state.base_rotation[...] = self.control.base_rotation
             self.state.base_position[...] = self.control.base_position
         else:

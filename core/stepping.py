@@ -82,6 +82,20 @@ class Inputs:
         return sample
 
 
+def set_inputs(
+    model: Model,
+    control: Control,
+    inputs: Callable[[float], tuple[BaseMotion, dict[str, Any]]],
+    time: float,
+) -> None:
+    """Set in ``control`` the base motion and the animated control fields that ``inputs`` gives
+    at ``time``."""
+    motion, updates = inputs(time)
+    control.set_base_motion(model, motion)
+    for name, value in updates.items():
+        setattr(control, name, value)
+
+
 class Constrain:
     """Corrects each step by the constraint forces (:class:`.constraints.ConstraintSolver`):
     :meth:`begin` records the state a step starts from, :meth:`resolve` corrects the free step.
@@ -160,10 +174,7 @@ class Stepper:
 
     def _drive(self, state: State, time: float) -> None:
         """Set the control for a step from ``state`` to ``time``."""
-        motion, updates = self.inputs(time)
-        self.control.set_base_motion(self.model, motion)
-        for name, value in updates.items():
-            setattr(self.control, name, value)
+        set_inputs(self.model, self.control, self.inputs, time)
         if self.fields is not None:
             self.fields.apply(self.model, self.data, state, self.control, time)
 
