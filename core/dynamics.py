@@ -34,7 +34,7 @@ from typing import Any
 
 from . import spatial
 from .model import Model
-from .spatial import add_cross, cross, dot, matTvec, matvec
+from .spatial import add_cross, cross, dot, matmul, matTvec, matvec
 from .state import Control
 
 
@@ -57,15 +57,16 @@ class Data:
     UDinv : (6, 3, N) ``U Dinv = IA S Dinv`` (``IA`` need not be symmetric)
     DinvWt : (3, 6, N) ``Dinv Wᵀ = Dinv Sᵀ IA``
     Dinv : (3, 3, N) inverse joint-space articulated inertias
-    IA : (N, 6, 6) articulated inertias, batch first for the factorisation's batched matrix
-        products (consumed by :func:`factorize`)
+    IA : (6, 6, N) articulated inertias (consumed by :func:`factorize`)
     pA : (6, N) articulated bias forces of a solve
     u : (3, N) joint-space bias of a solve
     x : (3, N) solution of a solve
     solve_a : (6, N) spatial accelerations of a solve
-    dw : (3, N) joint-velocity change of the last implicit step, rad/s: the next step's Newton
-        iteration starts from ``w + dw`` (zero after allocation; :meth:`.Simulation.reset`
-        clears it)
+    dw : (3, N) joint-velocity change of the last implicit step, rad/s
+    dw_previous : (3, N) joint-velocity change of the implicit step before the last, rad/s
+    dw_count : int, how many of ``dw`` and ``dw_previous`` hold a step's change (0 to 2; the
+        next implicit step's first guess, :func:`.integrators.first_guess`, extrapolates them;
+        :meth:`clear_predictor` forgets them)
     tree_update : (n_trees,) largest joint-velocity update of each tree in the last Newton
         iteration of the last implicit step, rad/s
     """
@@ -90,11 +91,13 @@ class Data:
     x: Any
     solve_a: Any
     dw: Any
+    dw_previous: Any
     tree_update: Any
+    dw_count: int = 0
 
-    # The fields that forward kinematics, link velocities and energy use, and the Newton
-    # predictor: all of the workspace that a simulation stepped by worker processes keeps.
-    KINEMATICS = ("orientation", "oR", "op", "r", "c", "v", "dw", "tree_update")
+    # The fields that forward kinematics, link velocities and energy use: all of the workspace
+    # that a simulation stepped by worker processes keeps.
+    KINEMATICS = ("orientation", "oR", "op", "r", "c", "v", "tree_update")
 
     @classmethod
     def for_model(cls, model: Model, kinematics_only: bool = False) -> Data:
@@ -109,13 +112,17 @@ class Data:
             "orientation": (4,), "oR": (3, 3), "op": (3,), "r": (3,), "c": (3,), "v": (6,),
             "a": (6,), "f": (6,), "tau": (3,), "joint_velocity": (6,), "S": (6, 3),
             "UDinv": (6, 3), "DinvWt": (3, 6), "Dinv": (3, 3), "pA": (6,), "u": (3,), "x": (3,),
-            "solve_a": (6,), "dw": (3,),
+            "solve_a": (6,), "dw": (3,), "dw_previous": (3,), "IA": (6, 6),
         }  # fmt: skip
-        kept = cls.KINEMATICS if kinematics_only else (*shapes, "IA", "tree_update")
+        kept = cls.KINEMATICS if kinematics_only else (*shapes, "tree_update")
         fields = {name: empty(*shape) if name in kept else None for name, shape in shapes.items()}
-        fields["IA"] = xp.zeros((n, 6, 6), dtype=dtype) if "IA" in kept else None
         fields["tree_update"] = xp.zeros(model.n_trees, dtype=dtype)
         return cls(**fields)
+
+    def clear_predictor(self) -> None:
+        """Forget the last steps' velocity changes: the next step starts from the current
+        velocities."""
+        self.dw_count = 0
 
 
 # --- addressing parents -------------------------------------------------------------------------
@@ -540,7 +547,7 @@ def _link_inertia(model: Model, data: Data, control: Control | None, h: float, o
     ``e = a c + h m v_c``, ``u = (I_a - I_b)(y + h ω × y)`` and
     ``k = (g·c) c - h (I_a - I_b)(y·ω) y``:
     ``[[u yᵀ - e cᵀ + k̂ + (I_b + e·c) 1, g cᵀ + a ĉ - (g·c) 1], [-c gᵀ - ê + (g·c) 1, ĝ + a 1]]``.
-    The blocks are assembled component-major and copied into ``out`` once.
+    The blocks are assembled in ``out`` directly.
     """
     xp = model.xp
     mass, c, axis = model.mass, data.c, data.oR[:, 1]
@@ -559,21 +566,19 @@ def _link_inertia(model: Model, data: Data, control: Control | None, h: float, o
     u = spin * (axis + h * cross(xp, omega, axis))
     e = a * c + (h * mass) * com_velocity
     k = gc * c - (h * spin * dot(axis, omega)) * axis
-    blocks = xp.empty((6, 6, model.n_links), dtype=c.dtype)
     angular, linear = slice(0, 3), slice(3, 6)
-    xp.subtract(u[:, None] * axis[None], e[:, None] * c[None], out=blocks[angular, angular])
-    _add_skew(blocks[angular, angular], k)
-    _add_diagonal(blocks[angular, angular], bend + dot(e, c))
-    xp.multiply(g[:, None], c[None], out=blocks[angular, linear])
-    _add_skew(blocks[angular, linear], a * c)
-    _add_diagonal(blocks[angular, linear], -gc)
-    xp.multiply(c[:, None], -g[None], out=blocks[linear, angular])
-    _add_skew(blocks[linear, angular], -e)
-    _add_diagonal(blocks[linear, angular], gc)
-    blocks[linear, linear] = 0.0
-    _add_skew(blocks[linear, linear], g)
-    _add_diagonal(blocks[linear, linear], a)
-    out[...] = blocks
+    xp.subtract(u[:, None] * axis[None], e[:, None] * c[None], out=out[angular, angular])
+    _add_skew(out[angular, angular], k)
+    _add_diagonal(out[angular, angular], bend + dot(e, c))
+    xp.multiply(g[:, None], c[None], out=out[angular, linear])
+    _add_skew(out[angular, linear], a * c)
+    _add_diagonal(out[angular, linear], -gc)
+    xp.multiply(c[:, None], -g[None], out=out[linear, angular])
+    _add_skew(out[linear, angular], -e)
+    _add_diagonal(out[linear, angular], gc)
+    out[linear, linear] = 0.0
+    _add_skew(out[linear, linear], g)
+    _add_diagonal(out[linear, linear], a)
 
 
 def _add_skew(block: Any, k: Any) -> None:
@@ -615,38 +620,44 @@ def factorize(
     xp = model.xp
     data.S[:3] = data.oR
     data.S[3:] = cross(xp, data.r[:, None], data.oR)
-    # The per-level products of small matrices run as batched matrix products, several times
-    # faster than contractions over leading axes; they need the batch axis first, hence the
-    # layout of data.IA and a batch-first copy of the subspaces.
     IA_links = data.IA
-    _link_inertia(model, data, control, velocity_step, IA_links.transpose(1, 2, 0))
+    _link_inertia(model, data, control, velocity_step, IA_links)
     if link_block is not None:
-        IA_links += link_block.transpose(2, 0, 1)
-    S_links = xp.ascontiguousarray(data.S.transpose(2, 0, 1))
-    St_links = S_links.transpose(0, 2, 1)
-    blocks = joint_block.transpose(2, 0, 1)
+        IA_links += link_block
+    # Per-level workspace, sized for the widest level: the products of small matrices write into
+    # it (spatial.matmul) instead of allocating, level after level, arrays that the allocator
+    # would map and unmap each time.
+    widest = max(level.stop - level.start for level in model.level_slices)
+    float_type = model.backend.float
+    U_level = xp.empty((6, 3, widest), dtype=float_type)
+    StIA_level = xp.empty((3, 6, widest), dtype=float_type)
+    D_level = xp.empty((3, 3, widest), dtype=float_type)
+    reduced_level = xp.empty((6, 6, widest), dtype=float_type)
+    scratch = xp.empty(36 * widest, dtype=float_type)
     for depth in range(model.n_levels - 1, -1, -1):
         level = model.level_slices[depth]
-        IA, S, St = IA_links[level], S_links[level], St_links[level]
-        U = IA @ S
-        StIA = St @ IA
-        D = xp.ascontiguousarray((St @ U + blocks[level]).transpose(1, 2, 0))
-        Dinv = inverse3(xp, D).transpose(2, 0, 1)
+        width = level.stop - level.start
+        IA, S = IA_links[:, :, level], data.S[:, :, level]
+        St = S.transpose(1, 0, 2)
+        U = matmul(xp, IA, S, U_level[:, :, :width], scratch)
+        StIA = matmul(xp, St, IA, StIA_level[:, :, :width], scratch)
+        D = matmul(xp, St, U, D_level[:, :, :width], scratch)
+        D += joint_block[:, :, level]
+        Dinv = data.Dinv[:, :, level]
+        Dinv[...] = inverse3(xp, D)
         # Dinv Wᵀ = Dinv Sᵀ IA, kept instead of W: the solve's forward sweep then needs one
         # product per level fewer.
-        DinvWt = Dinv @ StIA
-        UDinv = U @ Dinv
-        data.Dinv[:, :, level] = Dinv.transpose(1, 2, 0)
-        data.DinvWt[:, :, level] = DinvWt.transpose(1, 2, 0)
-        data.UDinv[:, :, level] = UDinv.transpose(1, 2, 0)
+        matmul(xp, Dinv, StIA, data.DinvWt[:, :, level], scratch)
+        UDinv = matmul(xp, U, Dinv, data.UDinv[:, :, level], scratch)
         if depth:
-            reduced = IA - UDinv @ StIA
+            reduced = matmul(xp, UDinv, StIA, reduced_level[:, :, :width], scratch)
+            xp.subtract(IA, reduced, out=reduced)
             parents = model.level_parent_slice[depth]
             if parents is not None:
-                IA_links[parents] += reduced
+                IA_links[:, :, parents] += reduced
             else:
                 for children, parents in model.child_rounds[depth]:
-                    IA_links[parents] += reduced[children]
+                    IA_links[:, :, parents] += reduced[:, :, children]
 
 
 def solve(model: Model, data: Data, b: Any) -> Any:

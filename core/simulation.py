@@ -142,7 +142,7 @@ class Simulation:
         """Back to the rest shape, motionless, with the bases at ``base_poses`` (T, 4, 4)."""
         self.state = State.at_rest(self.model, base_poses, time)
         self._spare = self.state.copy()
-        self.data.dw[...] = 0.0
+        self.data.clear_predictor()
         if self._workers is not None:
             self._workers.clear_predictors()
         poses = self.model.base_rest_poses if base_poses is None else base_poses

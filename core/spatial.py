@@ -82,9 +82,20 @@ def matTvec(xp: Any, m: Array, v: Array) -> Array:
     return xp.einsum("ji...,j...->i...", m, v)
 
 
-def matmul(xp: Any, a: Array, b: Array) -> Array:
-    """``a @ b`` for fields of matrices ``(i, j, ...)`` and ``(j, k, ...)``."""
-    return xp.einsum("ij...,jk...->ik...", a, b)
+def matmul(xp: Any, a: Array, b: Array, out: Array, scratch: Array) -> Array:
+    """``a @ b`` for fields of matrices ``(i, k, n)`` and ``(k, j, n)`` into ``out`` (i, j, n).
+
+    Summed over ``k`` as whole ``(i, j, n)`` products of rows, each formed in ``scratch`` (a flat
+    array of at least as many elements as ``out``): on a thousand 6x6 matrices that is about half the time of a
+    batched matrix product, which multiplies matrix by matrix. ``out`` must not overlap ``a`` or
+    ``b``.
+    """
+    term = scratch.reshape(-1)[: out.size].reshape(out.shape)
+    xp.multiply(a[:, 0, None], b[None, 0], out=out)
+    for k in range(1, a.shape[1]):
+        xp.multiply(a[:, k, None], b[None, k], out=term)
+        out += term
+    return out
 
 
 def quat_multiply(xp: Any, a: Array, b: Array, out: Array = None) -> Array:

@@ -209,12 +209,14 @@ class Stepper:
         """One step of ``h`` ending at time ``end`` from ``states[0]`` into ``states[1]``, redone
         as two half steps if it fails; returns ``(current, spare, stats)``."""
         model, data, settings, constrain = self.model, self.data, self.settings, self.constrain
+        xp = model.xp
         state, spare = states
         if constrain is not None:
             constrain.begin(state, end - h, h)
         self._drive(state, end)
-        # The step's first guess is the last velocity change; a failed step overwrites it.
-        predictor = data.dw.copy()
+        # The step's first guess comes from the last velocity changes; a failed step
+        # overwrites them.
+        predictor = (data.dw.copy(), data.dw_count)
         deepest = depth >= settings.max_subdivision_depth
         try:
             stats = step(model, data, state, self.control, h, settings, spare, report_residual)
@@ -230,12 +232,18 @@ class Stepper:
                 return spare, state, stats
             if failed and deepest:
                 _raise_unconverged(model, data, stats, depth)
-        # A half step changes the velocity by about half as much.
-        data.dw[...] = 0.5 * predictor
+        # A half step changes the velocity by about half as much. The last two changes are a
+        # whole step apart, too far apart for the first half step to extrapolate them.
+        dw, count = predictor
+        xp.multiply(dw, 0.5, out=data.dw)
+        data.dw_count = min(count, 1)
         half = 0.5 * h
         state, spare, first = self._step((state, spare), end - half, half, False, depth + 1)
         state, spare, second = self._step((state, spare), end, half, report_residual, depth + 1)
+        # The halves' changes, as whole steps' (half a step apart, so the next step's
+        # extrapolation is damped).
         data.dw *= 2.0
+        data.dw_previous *= 2.0
         subdivisions = 1 + first.subdivisions + second.subdivisions
         return (
             state,

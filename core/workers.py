@@ -525,7 +525,7 @@ def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tu
         setattr(control, name, value)
     solver = group.constraints
     if clear:
-        group.data.dw[...] = 0.0
+        group.data.clear_predictor()
         if solver is not None:
             solver.reset()
 

@@ -15,6 +15,7 @@ from oriented_strands.core import (
 )
 from oriented_strands.core.dynamics import Data
 from oriented_strands.core.integrators import (
+    first_guess,
     integrate_rotation,
     residual,
     step_dense_reference,
@@ -289,3 +290,48 @@ def test_a_float32_model_steps_in_float32(backend):
     step_implicit(model, data, state, control, h, SolverSettings(), out)
     assert data.dw.dtype == data.x.dtype == out.q.dtype == single.float
     assert np.isfinite(backend.to_host(out.q)).all()
+
+
+def _first_guess_errors(backend, h, duration=0.25):
+    """A swaying strand stepped by ``h`` for ``duration``; the next step's first-guess error
+    (largest joint-velocity difference from the converged step, rad/s) of the linear
+    extrapolation and of the last velocity change alone."""
+    model = build_model(
+        [StrandSpec(polyline(6, 0.3, direction=(0.0, 1.0, -1.0)))],
+        StrandParameters(),
+        backend=backend,
+    )
+    settings = SolverSettings(substeps=1, newton_tolerance=1e-12, newton_max_iterations=30)
+    sim = Simulation(model, settings)
+    for _ in range(int(round(duration / h))):
+        sim.advance(h, swaying_base)
+    assert sim.data.dw_count == 2
+    extrapolated = backend.to_host(first_guess(sim.data, sim.state.w))
+    last_change = backend.to_host(sim.state.w + sim.data.dw)
+    sim.advance(h, swaying_base)
+    converged = backend.to_host(sim.state.w)
+    return np.abs(extrapolated - converged).max(), np.abs(last_change - converged).max()
+
+
+def test_first_guess_extrapolation_is_third_order(backend):
+    """Halving the step divides the extrapolated guess's error by 8 (the velocity change of a
+    step is smooth in time, so a linear extrapolation of it errs by O(h³)), and the last change
+    alone, the guess before extrapolation, by 4."""
+    coarse = _first_guess_errors(backend, 1 / 400)
+    fine = _first_guess_errors(backend, 1 / 800)
+    extrapolated_ratio, last_change_ratio = coarse[0] / fine[0], coarse[1] / fine[1]
+    assert 6 < extrapolated_ratio < 10, extrapolated_ratio
+    assert 3 < last_change_ratio < 5, last_change_ratio
+    assert fine[0] < 0.2 * fine[1]
+
+
+def test_a_reset_forgets_the_steps_the_first_guess_extrapolates(backend):
+    model = build_model([StrandSpec(polyline(3, 0.1))], backend=backend)
+    sim = Simulation(model, SolverSettings(substeps=1))
+    sim.advance(1 / 96, swaying_base)
+    sim.advance(1 / 96, swaying_base)
+    assert sim.data.dw_count == 2
+    sim.reset()
+    assert sim.data.dw_count == 0
+    guess = first_guess(sim.data, sim.state.w)
+    np.testing.assert_array_equal(backend.to_host(guess), backend.to_host(sim.state.w))
