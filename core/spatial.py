@@ -86,9 +86,9 @@ def matmul(xp: Any, a: Array, b: Array, out: Array, scratch: Array) -> Array:
     """``a @ b`` for fields of matrices ``(i, k, n)`` and ``(k, j, n)`` into ``out`` (i, j, n).
 
     Summed over ``k`` as whole ``(i, j, n)`` products of rows, each formed in ``scratch`` (a flat
-    array of at least as many elements as ``out``): on a thousand 6x6 matrices that is about half the time of a
-    batched matrix product, which multiplies matrix by matrix. ``out`` must not overlap ``a`` or
-    ``b``.
+    array of at least as many elements as ``out``): on a thousand 6x6 matrices that takes about
+    half the time of a batched matrix product, which multiplies matrix by matrix. ``out`` must
+    not overlap ``a`` or ``b``.
     """
     term = scratch.reshape(-1)[: out.size].reshape(out.shape)
     xp.multiply(a[:, 0, None], b[None, 0], out=out)
