@@ -558,6 +558,13 @@ class ConstraintSolver:
                 repeated[limited_trees] = True
         largest = self._apply(data, state, control, rows, h, out, int(passes), repeated)
         self.stats = ConstraintStats(largest, contacts, limit_rows, bilateral_rows)
+        # Between its free steps a tree with rows takes constraint forces, which change its next
+        # free step's velocity change unpredictably: that step's first guess repeats the last
+        # change instead of extrapolating the last two (integrators.first_guess).
+        held = xp.zeros(model.n_trees, dtype=bool)
+        held[rows.tree] = True
+        held = held[model.link_tree]
+        data.dw_previous[...] = xp.where(held, data.dw, data.dw_previous)
 
     def limit_overshoot(self, out: State) -> float:
         """How much further past its swing or twist limit (rad) the step from the state of the

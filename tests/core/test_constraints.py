@@ -650,6 +650,25 @@ def test_trees_with_joint_limits_take_two_passes_and_the_others_one(backend):
         assert np.abs(other - alone).max() > 1e-6
 
 
+def test_a_tree_under_constraint_forces_repeats_its_last_velocity_change_as_first_guess(backend):
+    """Constraint forces act between the free steps, so a tree that took them does not
+    extrapolate its last two free-step velocity changes into its next first guess: it repeats
+    the last one. A tree without rows in the same simulation still extrapolates."""
+    resting = polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.0, 0.01))
+    hanging = polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.5, 1.0))
+    model = build_model([StrandSpec(resting), StrandSpec(hanging)], backend=backend)
+    plane = build_obstacles([Plane(Material(0.0, 0.4, 0.3))], backend)
+    sim = Simulation(model, SolverSettings(substeps=4, workers=1), obstacles=plane)
+    for _ in range(3):
+        sim.advance(1 / 24, STILL, obstacle_motion=_placed(plane, _pose()))
+    assert sim.constraint_stats.contacts > 0
+    data, w = sim.data, sim.state.w
+    guess = model.to_strand_order(integrators.first_guess(data, w))
+    last_change = model.to_strand_order(w + data.dw)
+    np.testing.assert_allclose(guess[:4], last_change[:4], rtol=1e-14, atol=1e-15)
+    assert np.abs(guess[4:] - last_change[4:]).max() > 1e-6
+
+
 def _twist_angles(model, q_level_major) -> np.ndarray:
     """Signed twist angle of every joint away from its rest rotation (twist ⊗ swing split),
     strand order; computed here from the quaternions with NumPy."""
