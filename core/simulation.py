@@ -86,7 +86,6 @@ class Simulation:
         self.settings = settings or SolverSettings()
         self.control = Control.from_model(model, gravity)
         self.state = State.at_rest(model)
-        self._spare = self.state.copy()
         self.stats = StepStats(0, 0.0)
         # Parameters animated by callables of time (set_parameter), sampled at every substep.
         self._animated: dict[str, Callable[[float], Any]] = {}
@@ -141,7 +140,6 @@ class Simulation:
     def reset(self, base_poses: Any = None, time: float = 0.0) -> None:
         """Back to the rest shape, motionless, with the bases at ``base_poses`` (T, 4, 4)."""
         self.state = State.at_rest(self.model, base_poses, time)
-        self._spare = self.state.copy()
         self.data.clear_predictor()
         if self._workers is not None:
             self._workers.clear_predictors()
@@ -295,12 +293,13 @@ class Simulation:
             stepper = Stepper(
                 self.model, self.data, self.control, inputs, fields, self.settings, constrain
             )
-            # The substeps step into the state and the spare by turns: kept aside, the state
-            # comes back as it was if one of them fails.
+            # The substeps step into the state and a spare by turns (made here, so that a
+            # simulation stepped by worker processes keeps none): kept aside, the state comes
+            # back as it was if one of them fails.
             before = self.state.copy()
             try:
-                self.state, self._spare, self.stats = stepper.advance(
-                    (self.state, self._spare), start, h, substeps
+                self.state, _, self.stats = stepper.advance(
+                    (self.state, self.state.copy()), start, h, substeps
                 )
             except Exception:
                 self.state = before
