@@ -189,9 +189,9 @@ def step_implicit(
 ) -> StepStats:
     """Advance ``state`` by ``h`` with backward Euler into ``out``; returns the Newton statistics.
 
-    The first guess is :func:`first_guess`. The residual of
-    the returned state costs a whole evaluation that the iteration itself does not need, so
-    ``report_residual=False`` skips it (the statistics then carry NaN).
+    The first guess is :func:`first_guess`. The residual of the returned state costs a whole
+    evaluation that the iteration itself does not need, so ``report_residual=False`` skips it
+    (the statistics then carry NaN).
 
     Each iteration takes the articulated-body Newton update ``g`` and mixes it with the last
     ``ANDERSON_DEPTH`` updates (Anderson acceleration): the mix that best cancels the updates'

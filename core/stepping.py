@@ -209,7 +209,6 @@ class Stepper:
         """One step of ``h`` ending at time ``end`` from ``states[0]`` into ``states[1]``, redone
         as two half steps if it fails; returns ``(current, spare, stats)``."""
         model, data, settings, constrain = self.model, self.data, self.settings, self.constrain
-        xp = model.xp
         state, spare = states
         if constrain is not None:
             constrain.begin(state, end - h, h)
@@ -235,7 +234,7 @@ class Stepper:
         # A half step changes the velocity by about half as much. The last two changes are a
         # whole step apart, too far apart for the first half step to extrapolate them.
         dw, count = predictor
-        xp.multiply(dw, 0.5, out=data.dw)
+        data.dw[...] = 0.5 * dw
         data.dw_count = min(count, 1)
         half = 0.5 * h
         state, spare, first = self._step((state, spare), end - half, half, False, depth + 1)
