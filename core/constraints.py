@@ -836,7 +836,8 @@ class ConstraintSolver:
                 load = self._joint_load(
                     data, link, _arms(model, data, link, fraction), applied, joint, force
                 )
-                update = dynamics.solve(model, data, -h * (r - load))
+                r[:, : load.shape[1]] -= load
+                update = dynamics.solve(model, data, -h * r)
                 if repeated is not None:
                     update = xp.where(repeated[model.link_tree], update, 0.0)
                 out.w += update
@@ -846,11 +847,14 @@ class ConstraintSolver:
     def _joint_load(
         self, data: Data, link: Any, arm: Any, direction: Any, joint: Any, force: Any
     ) -> Any:
-        """Joint torques (3, N) of row forces (T, m) on the dense rows (at the free step's end)."""
+        """Joint torques (3, n) of row forces (T, m) on the dense rows (at the free step's end), on
+        the first ``n`` links (the levels down to the deepest row's, see
+        :func:`.dynamics.joint_load`)."""
         model, xp = self.model, self.model.xp
         dtype = model.backend.float
-        torque = xp.zeros((3, model.n_links), dtype=dtype)
-        link_force = xp.zeros((6, model.n_links), dtype=dtype)
+        loaded = model.level_bounds[model.depth_of(model.backend.to_host(xp.max(link)))][1]
+        torque = xp.zeros((3, loaded), dtype=dtype)
+        link_force = xp.zeros((6, loaded), dtype=dtype)
         # A column holds at most one row per tree, so its links never repeat.
         for c in range(link.shape[1]):
             point_force = direction[:, :, c] * (force[:, c] * ~joint[:, c])
@@ -942,16 +946,21 @@ def _operator_columns(
     operator: Any,
 ) -> None:
     """Columns ``columns`` of :func:`delassus_operator` into ``operator`` (T, m, m), one solve
-    each over the whole of ``model``."""
-    xp = model.xp
+    each over the whole of ``model`` (down to the deepest row's level)."""
+    xp, to_host = model.xp, model.backend.to_host
+    # Level-major links are ordered by depth: each column's deepest link bounds the levels its
+    # load reaches, the deepest of all the levels whose answers are read.
+    loaded_depth = model.depth_of(to_host(xp.max(link, axis=0)))
+    answered_depth = int(loaded_depth.max())
     for c in columns:
+        loaded = model.level_bounds[loaded_depth[c]][1]
         point = direction[:, :, c] * ~joint[:, c]
-        link_force = xp.zeros((6, model.n_links), dtype=model.backend.float)
+        link_force = xp.zeros((6, loaded), dtype=model.backend.float)
         link_force[:3, link[:, c]] = cross(xp, arm[:, :, c], point)
         link_force[3:, link[:, c]] = point
         torque = dynamics.joint_load(model, data, link_force)
         torque[:, link[:, c]] += direction[:, :, c] * joint[:, c]
-        dynamics.solve(model, data, torque)
+        dynamics.solve(model, data, torque, answered_depth)
         operator[:, :, c] = h * _row_values(
             xp, data.solve_a[:, link], data.x[:, link], arm, direction, joint
         )

@@ -169,11 +169,13 @@ def _accumulate_down(model: Model, increments: Any, root_values: Any, out: Any) 
 def _accumulate_up(model: Model, values: Any, combine: Any = None) -> None:
     """Combine every link's value into its ancestors', in place (deepest level first).
 
-    ``combine`` is a binary ufunc of the backend (default ``add``; ``maximum`` for tree maxima).
+    ``values`` (..., n) holds the first ``n`` links, a whole number of levels (the links below
+    hold nothing to combine). ``combine`` is a binary ufunc of the backend (default ``add``;
+    ``maximum`` for tree maxima).
     """
     xp = model.xp
     combine = xp.add if combine is None else combine
-    for depth in range(model.n_levels - 1, 0, -1):
+    for depth in range(model.depth_of(values.shape[-1] - 1), 0, -1):
         level = model.level_slices[depth]
         parents = model.level_parent_slice[depth]
         if parents is not None:
@@ -327,15 +329,19 @@ def inverse_dynamics(model: Model, data: Data, q: Any, w: Any, wdot: Any, contro
 
 
 def _project_on_joints(model: Model, data: Data, subtree_force: Any) -> Any:
-    """``Sᵀ f`` (3, N): the moment of each subtree's force (6, N) about its joint, link frame."""
+    """``Sᵀ f`` (3, n): the moment of each subtree's force (6, n) about its joint, link frame, for
+    the first ``n`` links."""
     xp = model.xp
-    moment = cross(xp, subtree_force[3:], data.r)
+    n = subtree_force.shape[-1]
+    moment = cross(xp, subtree_force[3:], data.r[:, :n])
     moment += subtree_force[:3]
-    return matTvec(xp, data.oR, moment)
+    return matTvec(xp, data.oR[..., :n], moment)
 
 
 def joint_load(model: Model, data: Data, link_force: Any) -> Any:
-    """Joint torques (3, N), link frames, N·m, equivalent to spatial forces (6, N) on the links.
+    """Joint torques (3, n), link frames, N·m, equivalent to spatial forces (6, n) on the first
+    ``n`` links, a whole number of levels (``n = N``, or fewer when the deeper links carry no
+    force: their torques are zero and are left out).
 
     ``link_force`` is world-oriented about each tree's reference point (``[moment; force]``); each
     joint carries the forces on its link and all links below it. Uses the link frames of the last
@@ -673,17 +679,26 @@ def factorize(
                     IA_links[:, :, parents] += reduced[:, :, children]
 
 
-def solve(model: Model, data: Data, b: Any) -> Any:
-    """Solve ``(M + A) x = b`` (3, N) with the last :func:`factorize`; returns ``data.x``.
+def solve(model: Model, data: Data, b: Any, answered_depth: int | None = None) -> Any:
+    """Solve ``(M + A) x = b`` with the last :func:`factorize`; returns ``data.x`` (3, N).
 
     The base is prescribed, so its acceleration in the solve is zero; no velocity terms enter.
     Backward sweep: ``u = b - Sᵀ pA`` and the bias force ``pA + UDinv u`` passed to the parent;
     forward sweep: ``x = Dinv u - Dinv Wᵀ a_parent`` and ``a = a_parent + S x``.
+
+    A load near the roots whose answer is wanted near the roots (the constraint operator's test
+    solves) needs only those levels of the sweeps: ``b`` (3, n) loads the first ``n`` links, a
+    whole number of levels (:func:`joint_load` of forces on them), the deeper ones being
+    unloaded; ``x`` and ``data.solve_a`` are computed down to level ``answered_depth`` (default:
+    the deepest), their deeper entries left as they were.
     """
     xp = model.xp
     pA, u, x, a = data.pA, data.u, data.x, data.solve_a
-    pA[...] = 0.0
-    for depth in range(model.n_levels - 1, -1, -1):
+    loaded_stop = b.shape[-1]
+    loaded = int(model.depth_of(loaded_stop - 1))
+    answered = model.n_levels - 1 if answered_depth is None else answered_depth
+    pA[:, :loaded_stop] = 0.0
+    for depth in range(loaded, -1, -1):
         level = model.level_slices[depth]
         xp.subtract(b[:, level], matTvec(xp, data.S[:, :, level], pA[:, level]), out=u[:, level])
         if not depth:
@@ -697,10 +712,12 @@ def solve(model: Model, data: Data, b: Any) -> Any:
         carried += pA[:, level]
         for children, parents in model.child_rounds[depth]:
             pA[:, parents] += carried[:, children]
-    x[...] = matvec(xp, data.Dinv, u)
+    answered_stop = model.level_bounds[answered][1]
+    u[:, loaded_stop:answered_stop] = 0.0
+    x[:, :answered_stop] = matvec(xp, data.Dinv[..., :answered_stop], u[:, :answered_stop])
     level = model.level_slices[0]
     a[:, level] = matvec(xp, data.S[:, :, level], x[:, level])
-    for depth in range(1, model.n_levels):
+    for depth in range(1, answered + 1):
         level = model.level_slices[depth]
         parent_a = _parent_values(model, a, depth)
         x[:, level] -= matvec(xp, data.DinvWt[:, :, level], parent_a)

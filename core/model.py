@@ -243,6 +243,11 @@ class Model:
         """Component-major level-major device array -> host ``(n_links, ...)`` in strand order."""
         return np.moveaxis(self.backend.to_host(values), -1, 0)[self.link_order]
 
+    def depth_of(self, level_major_index: Any) -> Any:
+        """Depth level of level-major link indices (host ints)."""
+        starts = [start for start, _ in self.level_bounds]
+        return np.searchsorted(starts, level_major_index, side="right") - 1
+
     def link_strand_and_index(self, level_major_index: int) -> tuple[int, int]:
         """``(strand, link within strand)`` of a level-major link index, for messages."""
         strand_order = int(np.nonzero(self.link_order == level_major_index)[0][0])
