@@ -23,11 +23,16 @@ One substep with constraints
    end (:func:`.dynamics.factorize`, :func:`.dynamics.solve`), a unit force held over the step
    changes the joint velocities at ``t + h`` by ``h Y``, ``Y = solve(g)``, and every row's
    velocity by ``h`` times its acceleration in that solve. Column ``c`` of every tree's operator
-   comes from one solve: every tree loads its own ``c``-th row at once (trees are independent).
-   This factorisation leaves out the free step's link-local derivative of the velocity forces:
-   that term couples the tiny axial inertia of thin links to their bending (gyroscopic), so a
-   load across a strand would set it spinning about its axis; without it the operator is
-   symmetric up to the spring tangent's asymmetry (it is symmetrised).
+   comes from one solve: every tree loads its own ``c``-th row at once (trees are independent),
+   and only over the levels down to the deepest row's (a load reaches only the levels above it).
+   This factorisation leaves out the link-local derivative of the velocity forces that the free
+   step's has: that term couples the tiny axial inertia of thin links to their bending
+   (gyroscopic), so a load across a strand would set it spinning about its axis; without it the
+   operator is symmetric up to the spring tangent's asymmetry (it is symmetrised). A tree that
+   took constraint forces in the step before leaves the term out of its free step
+   (``Data.constrained``), whose factorisation, at the free step's first guess, then serves
+   here; a tree coming into contact is factorised again at the free step's end, on a model of
+   its own trees (so a tree's step depends only on the tree).
 5. **LCP** per tree, all trees in one batch (:func:`.lcp.solve_lcp`): ``A = h G N⁻¹ Gᵀ``
    (row velocity per newton), ``b = v_desired − v_free``, so ``w = A x − b`` is the row's velocity
    at ``t + h`` above its desired value; a contact's normal and friction rows are updated
@@ -521,9 +526,6 @@ class ConstraintSolver:
         """Correct the free step ``out`` (from ``state`` over ``h``) by the constraint forces."""
         model, xp = self.model, self.model.xp
         dynamics.link_velocities(model, data, out.q, out.w, control)
-        # The operator's factorisation, at the free step's end, without the link-local velocity
-        # derivative (see the module docstring, step 4).
-        dynamics.factorize(model, data, integrators.joint_block(model, control, out.q, h))
         parts: list[_Rows] = []
         contacts = limit_rows = bilateral_rows = 0
         if self.obstacles is not None:
@@ -545,9 +547,13 @@ class ConstraintSolver:
             parts.append(rows.with_padding(xp))
         rows = _Rows.concatenate(xp, parts) if parts else None
         count = 0 if rows is None else rows.tree.shape[0]
+        constrained = xp.zeros(model.n_trees, dtype=bool)
         if count == 0:
             self.stats = ConstraintStats()
+            data.constrained[...] = constrained
             return
+        constrained[rows.tree] = True
+        self._factorize_plain(data, control, out.q, h, constrained)
         passes, repeated = self.settings.passes, None
         if passes is None:
             passes = 2 if limit_rows else 1
@@ -561,10 +567,36 @@ class ConstraintSolver:
         # Between its free steps a tree with rows takes constraint forces, which change its next
         # free step's velocity change unpredictably: that step's first guess repeats the last
         # change instead of extrapolating the last two (integrators.first_guess).
-        held = xp.zeros(model.n_trees, dtype=bool)
-        held[rows.tree] = True
-        held = held[model.link_tree]
-        data.dw_previous[...] = xp.where(held, data.dw, data.dw_previous)
+        data.dw_previous[...] = xp.where(constrained[model.link_tree], data.dw, data.dw_previous)
+        data.constrained[...] = constrained
+
+    def _factorize_plain(
+        self, data: Data, control: Control, q: Any, h: float, constrained: Any
+    ) -> None:
+        """Make the last factorisation the Newton matrix without the velocity derivative (module
+        docstring, step 4) for the ``constrained`` trees ((T,) bool).
+
+        Those whose free step factorised it (``data.plain_trees``: they took constraint forces
+        in the step before) keep it. The others get it at the free step's end rotations ``q``,
+        factorised on a model of just those trees (:func:`.model.select_trees`, a few trees a
+        substep as strands come into contact) and copied into ``data``'s factorisation at their
+        links: a tree's factorisation depends only on the tree.
+        """
+        model, backend = self.model, self.model.backend
+        missing = constrained & ~data.plain_trees
+        trees = np.nonzero(backend.to_host(missing))[0]
+        if not len(trees):
+            return
+        part, links = select_trees(model, trees)
+        chosen = backend.from_host(links)
+        part_data = Data.for_model(part)
+        for name in ("oR", "r", "c"):
+            setattr(part_data, name, getattr(data, name)[..., chosen])
+        block = integrators.joint_block(part, control.at_links(chosen), q[:, chosen], h)
+        dynamics.factorize(part, part_data, block)
+        for name in ("S", "UDinv", "DinvWt", "Dinv"):
+            getattr(data, name)[..., chosen] = getattr(part_data, name)
+        data.plain_trees |= missing
 
     def limit_overshoot(self, out: State) -> float:
         """How much further past its swing or twist limit (rad) the step from the state of the
@@ -833,6 +865,7 @@ class ConstraintSolver:
                     velocity_step=h,
                     control=control,
                 )
+                data.plain_trees[...] = False
                 load = self._joint_load(
                     data, link, _arms(model, data, link, fraction), applied, joint, force
                 )

@@ -69,6 +69,12 @@ class Data:
         :meth:`clear_predictor` forgets them)
     tree_update : (n_trees,) largest joint-velocity update of each tree in the last Newton
         iteration of the last implicit step, rad/s
+    constrained : (n_trees,) bool, the trees that took constraint forces in the last step
+        (:meth:`.constraints.ConstraintSolver.resolve`); the next implicit step factorises their
+        Newton matrix without the velocity derivative, as the constraint pass needs it
+    plain_trees : (n_trees,) bool, the trees whose part of the last factorisation is the
+        implicit step's Newton matrix without the velocity derivative (the constrained ones of
+        the last implicit step), which the constraint pass reuses
     """
 
     orientation: Any
@@ -93,6 +99,8 @@ class Data:
     dw: Any
     dw_previous: Any
     tree_update: Any
+    constrained: Any
+    plain_trees: Any
     dw_count: int = 0
 
     # The fields that forward kinematics, link velocities and energy use: all of the workspace
@@ -117,12 +125,15 @@ class Data:
         kept = cls.KINEMATICS if kinematics_only else (*shapes, "tree_update")
         fields = {name: empty(*shape) if name in kept else None for name, shape in shapes.items()}
         fields["tree_update"] = xp.zeros(model.n_trees, dtype=dtype)
+        fields["constrained"] = xp.zeros(model.n_trees, dtype=bool)
+        fields["plain_trees"] = xp.zeros(model.n_trees, dtype=bool)
         return cls(**fields)
 
     def clear_predictor(self) -> None:
-        """Forget the last steps' velocity changes: the next step starts from the current
-        velocities."""
+        """Forget the last steps: their velocity changes and which trees took constraint
+        forces. The next step starts from the current velocities, as on a fresh workspace."""
         self.dw_count = 0
+        self.constrained[...] = False
 
 
 # --- addressing parents -------------------------------------------------------------------------
@@ -544,7 +555,9 @@ def inverse3(xp: Any, m: Any) -> Any:
     return adjugate * (1.0 / (a * minor_a + b * minor_b + c * minor_c))
 
 
-def _link_inertia(model: Model, data: Data, control: Control | None, h: float, out: Any) -> None:
+def _link_inertia(
+    model: Model, data: Data, control: Control | None, h: float | Any, out: Any
+) -> None:
     """Each link's world spatial inertia about its tree's reference point, plus ``h`` times the
     derivative of its velocity-dependent spatial force with respect to its spatial velocity
     -> ``out`` (6, 6, N).
@@ -554,7 +567,8 @@ def _link_inertia(model: Model, data: Data, control: Control | None, h: float, o
     coupling is stiff; adding ``h`` times its derivative to each link's inertia in the implicit
     step's factorisation (a link-local term, so it enters the articulated-body recursion exactly)
     keeps Newton converging fast on fast-spinning strands. Uses ``data.v``, ``data.c`` and
-    ``data.oR`` of the last :func:`inverse_dynamics`; ``h = 0`` gives the plain inertia.
+    ``data.oR`` of the last :func:`inverse_dynamics`; ``h`` is a float or per link (N,), and
+    ``h = 0.0`` gives the plain inertia.
 
     With ``ĉ`` the cross-product matrix of the centre of mass, ``a = m + h·drag`` and
     ``B = a 1 + h m ω̂`` the blocks are ``[[I_c + h (ω̂ I_c - [I_c ω]×) + ĉ C, ĉ B], [C, B]]``,
@@ -571,7 +585,7 @@ def _link_inertia(model: Model, data: Data, control: Control | None, h: float, o
     xp = model.xp
     mass, c, axis = model.mass, data.c, data.oR[:, 1]
     bend, axial = model.inertia[0], model.inertia[1]
-    if h:
+    if not isinstance(h, float) or h:
         omega = data.v[:3]
         com_velocity = data.v[3:] + cross(xp, omega, c)
         a = mass + (h * control.drag) * model.length
@@ -622,7 +636,7 @@ def factorize(
     joint_block: Any,
     link_block: Any = None,
     *,
-    velocity_step: float = 0.0,
+    velocity_step: float | Any = 0.0,
     control: Control | None = None,
 ) -> None:
     """Articulated-body factorisation of ``M(q) + A + Σ Jᵀ B J`` at the last kinematics.
@@ -632,7 +646,8 @@ def factorize(
     ``link_block`` (6, 6, N), optional, is a link-local part ``B`` added to each link's spatial
     inertia. ``velocity_step = h > 0`` adds ``h`` times the derivative of each link's
     velocity-dependent forces (see :func:`_link_inertia`; needs ``control`` for drag) as such a
-    part. Both enter the articulated-body recursion exactly. ``IA`` may then be unsymmetric, so
+    part; it may be given per link (N,), zero where the derivative is left out. Both enter the
+    articulated-body recursion exactly. ``IA`` may then be unsymmetric, so
     the left and right projections ``W = IAᵀ S`` and ``U = IA S`` are kept apart. Fills
     ``data.S``, ``UDinv``, ``DinvWt`` and ``Dinv``; ``data.IA`` is consumed.
     """

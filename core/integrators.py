@@ -209,9 +209,17 @@ def step_implicit(
     w_new = first_guess(data, state.w)
     q_new = integrate_rotation(xp, state.q, w_new, h)
     r = residual(model, data, state, q_new, w_new, control, h)
+    # Trees that took constraint forces in the last step leave the velocity derivative out, so
+    # that the constraint pass can reuse their factorisation (constraints module, step 4).
+    velocity_step = xp.where(data.constrained[model.link_tree], 0.0, h)
     dynamics.factorize(
-        model, data, joint_block(model, control, q_new, h), velocity_step=h, control=control
+        model,
+        data,
+        joint_block(model, control, q_new, h),
+        velocity_step=velocity_step,
+        control=control,
     )
+    data.plain_trees[...] = data.constrained
     past_w: list[Any] = []
     past_g: list[Any] = []
     converged = xp.zeros(model.n_trees, dtype=bool)
@@ -321,6 +329,7 @@ def step_explicit(
     bias = dynamics.inverse_dynamics(model, data, state.q, state.w, xp.zeros_like(state.w), control)
     bias = bias - dynamics.joint_torques(model, control, state.q, state.w)
     dynamics.factorize(model, data, xp.zeros((3, 3, model.n_links), dtype=model.backend.float))
+    data.plain_trees[...] = False
     w_new = state.w + h * dynamics.solve(model, data, -bias)
     if not bool(model.backend.to_host(xp.isfinite(w_new).all())):
         _raise_diverged(model, w_new)

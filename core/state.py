@@ -6,7 +6,7 @@ Both are plain containers of arrays on the model's backend, level-major per link
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -123,6 +123,26 @@ class Control:
         "pose_strength",
         "pose_damping",
     )
+    # The per-link fields (the target pose's may be None).
+    PER_LINK = (
+        "wind_velocity",
+        "external_force",
+        *PARAMETERS,
+        "pose_rotation",
+        "pose_velocity",
+    )
+
+    def at_links(self, links: Any) -> Control:
+        """A control of some links (device indices) for link-local computations, such as the
+        Newton matrix's joint block of a model of some trees (:func:`.model.select_trees`): its
+        per-link fields are this one's at ``links``, the others are shared."""
+        return replace(
+            self,
+            **{
+                name: None if getattr(self, name) is None else getattr(self, name)[..., links]
+                for name in self.PER_LINK
+            },
+        )
 
     @classmethod
     def from_model(cls, model: Model, gravity: Any = (0.0, 0.0, -9.81)) -> Control:

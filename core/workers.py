@@ -72,15 +72,6 @@ MAX_AUTOMATIC_WORKERS = 8
 # Pipe capacity asked for (Linux's default limit for a process without privileges).
 PIPE_BYTES = 1 << 20
 
-# Per-link fields of a control that a worker takes from the whole model's control (the target
-# pose may be None).
-_PER_LINK_CONTROL = (
-    "wind_velocity",
-    "external_force",
-    *Control.PARAMETERS,
-    "pose_rotation",
-    "pose_velocity",
-)
 # Per-link fields that force fields evaluated in a worker write, and the parent stores back.
 _FIELD_CONTROL = ("wind_velocity", "external_force")
 
@@ -242,7 +233,7 @@ class Workers:
         # Only the control fields replaced since the last advance travel (see the class notes).
         changed = {
             name: value
-            for name in _PER_LINK_CONTROL
+            for name in Control.PER_LINK
             for value in (getattr(control, name),)
             if self._sent_control.get(name, _NOTHING) is not value
         }

@@ -669,6 +669,37 @@ def test_a_tree_under_constraint_forces_repeats_its_last_velocity_change_as_firs
     assert np.abs(guess[4:] - last_change[4:]).max() > 1e-6
 
 
+def test_a_trees_constraint_pass_does_not_depend_on_the_trees_coming_into_contact(backend):
+    """A tree that took constraint forces reuses its free step's factorisation (without the
+    velocity derivative) for the constraint pass; a tree coming into contact gets that
+    factorisation at the free step's end, on a model of its own. A strand resting on a plane
+    and a strand that lands beside it half-way, stepped together, each end as they do stepped
+    alone; the landing strand's free steps before it lands had the velocity derivative."""
+    resting = polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.0, 0.01))
+    landing = polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.5, 0.04))
+    plane = build_obstacles([Plane(Material(0.0, 0.4, 0.3))], backend)
+
+    def run(points):
+        model = build_model([StrandSpec(p) for p in points], backend=backend)
+        sim = Simulation(model, SolverSettings(substeps=4, workers=1), obstacles=plane)
+        contacts = []
+        for _ in range(8):
+            sim.advance(1 / 24, STILL, obstacle_motion=_placed(plane, _pose()))
+            contacts.append(sim.constraint_stats.contacts)
+        return model.to_strand_order(sim.state.w), contacts
+
+    together, contacts = run([resting, landing])
+    resting_alone, resting_contacts = run([resting])
+    landing_alone, landing_contacts = run([landing])
+    # The resting strand is in contact from the first frame, the other joins it later.
+    assert resting_contacts[0] > 0
+    assert landing_contacts[0] == 0
+    assert landing_contacts[-1] > 0
+    assert contacts == [a + b for a, b in zip(resting_contacts, landing_contacts, strict=True)]
+    np.testing.assert_allclose(together[:4], resting_alone, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(together[4:], landing_alone, rtol=0, atol=1e-10)
+
+
 def _twist_angles(model, q_level_major) -> np.ndarray:
     """Signed twist angle of every joint away from its rest rotation (twist ⊗ swing split),
     strand order; computed here from the quaternions with NumPy."""

@@ -391,3 +391,37 @@ def test_joint_load_does_the_virtual_work_of_point_forces(backend, branched):
     displacement = host(turned(1.0) - turned(-1.0)) / (2 * epsilon)
     work = float(np.sum(host(forces) * displacement))
     assert float(np.sum(torque * turn)) == pytest.approx(work, rel=1e-7)
+
+
+@pytest.mark.parametrize("branched", [False, True])
+def test_a_load_on_the_first_levels_solves_as_the_whole_load_there(backend, branched):
+    """Forces on the links of the first levels only, as joint torques on those levels, and the
+    solve stopped at a level: the torques and the solution there are the whole solve's, whose
+    load is zero below (the constraint operator's test solves)."""
+    model, pose, rng = _random_model(backend, 6, branched)
+    n, xp, device, host = model.n_links, model.xp, backend.from_host, backend.to_host
+    data = Data.for_model(model)
+    q = device(_random_rotations(rng, n).T)
+    control = _control(model, pose)
+    zero = xp.zeros((3, n), dtype=model.backend.float)
+    inverse_dynamics(model, data, q, zero, zero, control)
+    factorize(model, data, device(rng.normal(size=(3, 3, n)) * 0.01))
+    loaded_depth, answered_depth = 1, model.n_levels - 2
+    loaded = model.level_bounds[loaded_depth][1]
+    answered = model.level_bounds[answered_depth][1]
+    link_force = np.zeros((6, n))
+    link_force[:, :loaded] = rng.normal(size=(6, loaded))
+    whole_torque = host(joint_load(model, data, device(link_force)))
+    assert np.abs(whole_torque[:, loaded:]).max() == 0.0
+    x_whole = host(solve(model, data, device(whole_torque))).copy()
+    a_whole = host(data.solve_a).copy()
+
+    torque = joint_load(model, data, device(link_force[:, :loaded]))
+    assert torque.shape == (3, loaded)
+    np.testing.assert_allclose(host(torque), whole_torque[:, :loaded], rtol=0, atol=1e-15)
+    x = host(solve(model, data, torque, answered_depth))
+    scale = np.abs(x_whole).max()
+    np.testing.assert_allclose(x[:, :answered], x_whole[:, :answered], rtol=0, atol=1e-13 * scale)
+    np.testing.assert_allclose(
+        host(data.solve_a)[:, :answered], a_whole[:, :answered], rtol=0, atol=1e-13 * scale
+    )
