@@ -32,7 +32,7 @@ One substep with constraints
    took constraint forces in the step before leaves the term out of its free step
    (``Data.constrained``), whose factorisation, at the free step's first guess, then serves
    here; a tree coming into contact is factorised again at the free step's end, on a model of
-   its own trees (so a tree's step depends only on the tree).
+   the trees coming into contact only (so a tree's step depends only on the tree).
 5. **LCP** per tree, all trees in one batch (:func:`.lcp.solve_lcp`): ``A = h G N⁻¹ Gᵀ``
    (row velocity per newton), ``b = v_desired − v_free``, so ``w = A x − b`` is the row's velocity
    at ``t + h`` above its desired value; a contact's normal and friction rows are updated
