@@ -49,7 +49,8 @@ One substep with constraints
      the static coefficient while the point's tangential speed at ``t`` is below ``slip_speed``,
      else the dynamic one;
    - joint limit, ``[0, ∞)``: the swing (or twist) angle at ``t + h``, linearised about the start
-     of the step, stays within the limit;
+     of the step, stays within the limit; a joint past its limit at ``t`` returns to it within
+     the step, at most at ``limit_recovery_speed``;
    - point on a path, joint following a rotation, ``(−∞, ∞)``: eq. 15, ``a^d = a* + k_p (x* − x)
      + k_d (v* − v)`` at ``t``, ``v^d = v(t) + h a^d``; a point's velocity relative to its
      target's is capped at ``path_speed``. A point's three rows lie along the line from its
@@ -135,6 +136,11 @@ class ConstraintSettings:
         joint sliding round its cone turns the cone's normal: a fast strand in a tight cone
         leaves it by about ``(h w)² / 2θ`` per step (4.5° at a 6° cone, 12 rad/s and 4
         substeps at 24 fps).
+    limit_recovery_speed : rad/s
+        The fastest a joint past its limit at a step's start is turned back to it. Unbounded, the
+        return over one step asks for the excess divided by the step: each halving of a step
+        that left a tight cone doubled that speed, and a whipping strand in 6° cones reached
+        120 rad/s at 1/16 of a substep, where the next step's Newton iteration failed.
     path_stiffness : 1/s²
         ``k_p`` of eq. 15 for points on paths and joints following rotations.
     path_damping : 1/s
@@ -175,6 +181,7 @@ class ConstraintSettings:
     slip_speed: float = 1e-3
     limit_margin: float = 0.02
     limit_tolerance: float = math.radians(0.5)
+    limit_recovery_speed: float = 5.0
     path_stiffness: float = 2000.0
     path_damping: float = 80.0
     path_speed: float = 0.5
@@ -205,6 +212,7 @@ class ConstraintSettings:
             "impact_speed",
             "slip_speed",
             "limit_margin",
+            "limit_recovery_speed",
             "path_stiffness",
             "path_damping",
             "path_speed",
@@ -691,7 +699,9 @@ class ConstraintSolver:
         The angle at ``t + h`` is linearised about the start, ``θ(t) + h b·w⁺`` (``b`` the swing
         axis, or the twist axis): a joint stopped at its limit ends with a small ``w⁺``, so this
         is accurate where it matters, whereas a linearisation about the free end is off by the
-        square of the whole correction (a whipping tip overshot a 15° cone by 5°)."""
+        square of the whole correction (a whipping tip overshot a 15° cone by 5°). A joint past
+        its limit at the start returns to it within the step, at most at
+        ``limit_recovery_speed``."""
         model, xp = self.model, self.model.xp
         limits, margin = self._limits, self.settings.limit_margin
         swing_end, axis_end, twist_end = _swing_and_twist(model, out.q)
@@ -720,7 +730,13 @@ class ConstraintSolver:
             ),
         ):
             (link,) = xp.nonzero(mask)
-            parts.append(_joint_rows(xp, model, link, direction[:, link], excess[link] / h, True))
+            # The velocity into the limit: at least the excess over the step (negative: the gap
+            # may close within it), a joint already past its limit returning at most so fast.
+            inward = excess[link] / h
+            inward = xp.where(
+                inward > 0.0, xp.minimum(inward, self.settings.limit_recovery_speed), inward
+            )
+            parts.append(_joint_rows(xp, model, link, direction[:, link], inward, True))
         return _Rows.concatenate(xp, parts)
 
     def _path_rows(self, data: Data) -> _Rows:

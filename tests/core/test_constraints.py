@@ -604,6 +604,47 @@ def test_a_tight_cone_holds_by_halving_the_steps_that_leave_it(backend):
     assert subdivisions > 0
 
 
+def test_a_whipping_strand_holds_3_degree_cones_at_16_substeps(backend):
+    """With 3° cones the whipping strand's steps leave the cones even at 16 substeps and are
+    halved. A joint that starts a halved step outside its cone turns back no faster than
+    ``limit_recovery_speed``: unbounded, that speed doubled with each halving, and the strand
+    diverged in its third frame. No joint leaves its cone by more than 1°."""
+    limit = math.radians(3.0)
+    worst, _, _ = _shaken_strand_in_cones(
+        backend, limit, SolverSettings(substeps=16), _frames(backend, 12)
+    )
+    assert limit - math.radians(1.0) < worst < limit + math.radians(1.0)
+
+
+def test_a_joint_past_its_cone_returns_at_the_limit_recovery_speed(backend):
+    """A free link (no gravity, springs or damping) starts 20° outside its 10° cone, at rest: the
+    limit turns it back at ``limit_recovery_speed`` and no faster, so its swing falls as
+    ``30° − ρ t`` (a link turning about a principal axis, no gyroscopic torque) until it is in."""
+    model = build_model(
+        [StrandSpec(polyline(1, 0.1, direction=(1.0, 0.0, 0.0)))],
+        StrandParameters(
+            bend_stiffness=0.0, twist_stiffness=0.0, bend_damping=0.0, twist_damping=0.0
+        ),
+        backend=backend,
+    )
+    speed, start = 1.0, math.radians(30.0)
+    sim = Simulation(
+        model,
+        SolverSettings(substeps=4),
+        gravity=(0.0, 0.0, 0.0),
+        joint_limits=JointLimits(swing=math.radians(10.0)),
+        constraint_settings=ConstraintSettings(limit_recovery_speed=speed),
+    )
+    turn = backend.from_host(np.array([[math.cos(start / 2)], [0.0], [0.0], [math.sin(start / 2)]]))
+    sim.state.q = spatial.quat_multiply(model.xp, model.rest_rotation, turn)
+    for _ in range(5):
+        sim.advance(1 / 24, STILL)
+        swing = _swing_angles(model, sim.state.q)[0]
+        assert swing == pytest.approx(start - speed * sim.time, abs=1e-6)
+        speed_now = np.linalg.norm(backend.to_host(sim.state.w))
+        assert speed_now == pytest.approx(speed, rel=1e-6)
+
+
 def test_a_step_that_leaves_its_cone_is_kept_at_the_deepest_halving(backend):
     """With no halving allowed, the steps that leave their cones are kept: the strand steps
     exactly as it does when they are never halved (``limit_tolerance = inf``)."""
