@@ -130,9 +130,11 @@ class ConstraintSettings:
         Joint-limit rows are made for joints within this of their limit at ``t`` or at the free
         step's end.
     limit_tolerance : rad
-        A step that takes a joint further past its swing or twist limit than this is redone as
-        two half steps (the adaptive subdivision of :mod:`.stepping`; accepted as it is at the
-        deepest halving; ``inf``: never). The rows are linear in the joint velocity, and a
+        A step that leaves a joint more than this past its swing or twist limit, and further
+        past than it was at the step's start, is redone as two half steps (the adaptive
+        subdivision of :mod:`.stepping`; accepted as it is at the deepest halving; ``inf``:
+        never). Measured against the limit rather than against the start, so that the excesses
+        of successive steps cannot add up. The rows are linear in the joint velocity, and a
         joint sliding round its cone turns the cone's normal: a fast strand in a tight cone
         leaves it by about ``(h w)² / 2θ`` per step (4.5° at a 6° cone, 12 rad/s and 4
         substeps at 24 fps).
@@ -607,23 +609,25 @@ class ConstraintSolver:
         data.plain_trees |= missing
 
     def limit_overshoot(self, out: State) -> float:
-        """How much further past its swing or twist limit (rad) the step from the state of the
-        last :meth:`begin` to ``out`` took any joint than it was at the start; ``-inf`` without
-        joint limits. One number read back from the device."""
+        """How far (rad) the step from the state of the last :meth:`begin` to ``out`` took any
+        joint beyond what it may reach: ``limit_tolerance`` past its swing or twist limit, or,
+        for a joint further out at the start, where it was (``-inf`` without joint limits; one
+        number read back from the device). A step with a positive overshoot is halved."""
         if self._limits is None:
             return -math.inf
         xp, limits = self.model.xp, self._limits
+        tolerance = self.settings.limit_tolerance
         swing_end, _, twist_end = _swing_and_twist(self.model, out.q)
         swing, _, twist = self._start["limits"]
 
-        def further(start: Any, end: Any, bound: Any) -> Any:
-            return end - bound - xp.maximum(start - bound, 0.0)
+        def beyond(start: Any, end: Any, bound: Any) -> Any:
+            return end - bound - xp.maximum(start - bound, tolerance)
 
         overshoot = xp.maximum(
-            further(swing, swing_end, limits["swing"]),
+            beyond(swing, swing_end, limits["swing"]),
             xp.maximum(
-                further(twist, twist_end, limits["twist_max"]),
-                further(-twist, -twist_end, -limits["twist_min"]),
+                beyond(twist, twist_end, limits["twist_max"]),
+                beyond(-twist, -twist_end, -limits["twist_min"]),
             ),
         )
         return float(self.model.backend.to_host(xp.max(overshoot)))

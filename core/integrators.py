@@ -49,6 +49,11 @@ class SolverSettings:
         joint rotations of a converged substep are then within ``h * tolerance`` rad of the
         backward-Euler solution).
     newton_max_iterations : int
+        The most Newton iterations of a step. Most steps converge in 1 to 3; a step far from
+        the last one's change (a strand under constraint forces whose joints were just turned
+        back to their limits) can converge at 0.3–0.6 per iteration from a first update of tens
+        of rad/s, and halving such a step does not help, as the joint velocities, not the step,
+        slow the iteration (``docs/collisions.md``, *Limits*).
     subdivision_threshold : float, rad/s
         A step whose Newton iteration stops at its cap with an update still above this did not
         converge (or diverged); :class:`.Simulation` then redoes it as two half steps.
@@ -67,7 +72,7 @@ class SolverSettings:
     method: str = "implicit"
     substeps: int = 4
     newton_tolerance: float = 3e-3
-    newton_max_iterations: int = 8
+    newton_max_iterations: int = 16
     subdivision_threshold: float = 1e-2
     max_subdivision_depth: int = 5
     workers: int | None = None

@@ -7,9 +7,10 @@ A substep that fails — its Newton iteration stops at the cap with an update st
 included) — is redone as two half steps, the base motion and everything animated sampled at the
 midpoint through the same sources, and so on recursively down to ``max_subdivision_depth``
 halvings; only a step that still fails there raises :class:`.SimulationDivergedError`, naming the
-strand. A step that takes a joint further past its limit than
-``ConstraintSettings.limit_tolerance`` is halved the same way (the error of the limit rows falls
-with the square of the step), and accepted as it is at the deepest halving. Substeps that do not
+strand. A step that leaves a joint more than ``ConstraintSettings.limit_tolerance`` past its
+limit, and further past than it was at the step's start, is halved the same way (the error of
+the limit rows falls with the square of the step), and accepted as it is at the deepest
+halving. Substeps that do not
 fail are computed exactly as without this safeguard. The whole model (or, when stepped in worker
 processes, the worker's whole group of trees) is redone, not only the trees that failed: trees
 are independent, so the others merely take smaller steps, and a failing step is rare enough
@@ -126,9 +127,9 @@ class Constrain:
 
     def resolve(self, state: State, h: float, out: State) -> bool:
         """Correct the free step ``out``; returns whether it kept the joint limits (no joint
-        taken further past its limit than ``limit_tolerance``). Raises
-        :class:`.SimulationDivergedError` if the correction gives non-finite velocities (so the
-        step is subdivided)."""
+        left more than ``limit_tolerance`` past its limit and further past than at the start).
+        Raises :class:`.SimulationDivergedError` if the correction gives non-finite velocities
+        (so the step is subdivided)."""
         self._solver.resolve(self._data, state, self._control, h, out)
         xp, to_host = self._model.xp, self._model.backend.to_host
         if not np.isfinite(float(to_host(xp.max(xp.abs(out.w))))):
@@ -137,7 +138,7 @@ class Constrain:
                 "use more substeps, or check for contacts that push a straight strand along "
                 "its length"
             )
-        return self._solver.limit_overshoot(out) <= self._solver.settings.limit_tolerance
+        return self._solver.limit_overshoot(out) <= 0.0
 
 
 def _failed(stats: StepStats, settings: SolverSettings) -> bool:

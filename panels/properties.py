@@ -608,7 +608,7 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
     newton_max_iterations: IntProperty(
         name="Max Iterations",
         description="Most Newton iterations per substep",
-        default=8,
+        default=16,
         min=1,
         soft_max=50,
         options=STATIC,

@@ -608,12 +608,14 @@ def test_a_whipping_strand_holds_3_degree_cones_at_16_substeps(backend):
     """With 3° cones the whipping strand's steps leave the cones even at 16 substeps and are
     halved. A joint that starts a halved step outside its cone turns back no faster than
     ``limit_recovery_speed``: unbounded, that speed doubled with each halving, and the strand
-    diverged in its third frame. No joint leaves its cone by more than 1°."""
+    diverged in its third frame. No joint ends a frame more than ``limit_tolerance`` (0.5°) past
+    its cone: the tolerance is measured from the limit, so the excesses of successive steps do
+    not add up (measured from each step's start, they reached 0.6° here)."""
     limit = math.radians(3.0)
     worst, _, _ = _shaken_strand_in_cones(
         backend, limit, SolverSettings(substeps=16), _frames(backend, 12)
     )
-    assert limit - math.radians(1.0) < worst < limit + math.radians(1.0)
+    assert limit - math.radians(1.0) < worst < limit + ConstraintSettings().limit_tolerance
 
 
 def test_a_joint_past_its_cone_returns_at_the_limit_recovery_speed(backend):
