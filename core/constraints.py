@@ -827,6 +827,8 @@ class ConstraintSolver:
 
         link = xp.broadcast_to(xp.arange(n_trees)[:, None], (n_trees, m)).copy()
         link[tree, rank] = rows.link[order]
+        # Every pass loads the links down to the deepest row's level (one number read back).
+        loaded = model.level_bounds[model.depth_of(to_host(xp.max(link)))][1]
         fraction = dense(rows.fraction, 0.0)
         arm = _arms(model, data, link, fraction)
         direction = dense(rows.direction, 0.0)
@@ -872,7 +874,7 @@ class ConstraintSolver:
                 )
             if correction and repeated is not None:
                 new_force = xp.where(repeated[:, None], new_force, force)
-            change = self._joint_load(data, link, arm, applied, joint, new_force - force)
+            change = self._joint_load(data, link, arm, applied, joint, new_force - force, loaded)
             force = new_force
             out.w += h * dynamics.solve(model, data, change)
             out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
@@ -887,9 +889,9 @@ class ConstraintSolver:
                 )
                 data.plain_trees[...] = False
                 load = self._joint_load(
-                    data, link, _arms(model, data, link, fraction), applied, joint, force
+                    data, link, _arms(model, data, link, fraction), applied, joint, force, loaded
                 )
-                r[:, : load.shape[1]] -= load
+                r[:, :loaded] -= load
                 update = dynamics.solve(model, data, -h * r)
                 if repeated is not None:
                     update = xp.where(repeated[model.link_tree], update, 0.0)
@@ -898,14 +900,20 @@ class ConstraintSolver:
         return m
 
     def _joint_load(
-        self, data: Data, link: Any, arm: Any, direction: Any, joint: Any, force: Any
+        self,
+        data: Data,
+        link: Any,
+        arm: Any,
+        direction: Any,
+        joint: Any,
+        force: Any,
+        loaded: int,
     ) -> Any:
-        """Joint torques (3, n) of row forces (T, m) on the dense rows (at the free step's end), on
-        the first ``n`` links (the levels down to the deepest row's, see
+        """Joint torques (3, loaded) of row forces (T, m) on the dense rows (at the free step's
+        end), on the first ``loaded`` links: the levels down to the deepest row's (see
         :func:`.dynamics.joint_load`)."""
         model, xp = self.model, self.model.xp
         dtype = model.backend.float
-        loaded = model.level_bounds[model.depth_of(model.backend.to_host(xp.max(link)))][1]
         torque = xp.zeros((3, loaded), dtype=dtype)
         link_force = xp.zeros((6, loaded), dtype=dtype)
         # A column holds at most one row per tree, so its links never repeat.
