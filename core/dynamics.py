@@ -57,7 +57,9 @@ class Data:
     UDinv : (6, 3, N) ``U Dinv = IA S Dinv`` (``IA`` need not be symmetric)
     DinvWt : (3, 6, N) ``Dinv Wᵀ = Dinv Sᵀ IA``
     Dinv : (3, 3, N) inverse joint-space articulated inertias
-    IA : (6, 6, N) articulated inertias (consumed by :func:`factorize`)
+    IA : (6, 6, N) articulated inertias, in the memory of ``UDinv`` and ``DinvWt``:
+        :func:`factorize` consumes them level by level from the tips and writes each level's
+        factors over them (36 floats a link fewer, a quarter of the workspace)
     pA : (6, N) articulated bias forces of a solve
     u : (3, N) joint-space bias of a solve
     x : (3, N) solution of a solve
@@ -119,11 +121,15 @@ class Data:
         shapes = {
             "orientation": (4,), "oR": (3, 3), "op": (3,), "r": (3,), "c": (3,), "v": (6,),
             "a": (6,), "f": (6,), "tau": (3,), "joint_velocity": (6,), "S": (6, 3),
-            "UDinv": (6, 3), "DinvWt": (3, 6), "Dinv": (3, 3), "pA": (6,), "u": (3,), "x": (3,),
-            "solve_a": (6,), "dw": (3,), "dw_previous": (3,), "IA": (6, 6),
+            "Dinv": (3, 3), "pA": (6,), "u": (3,), "x": (3,), "solve_a": (6,), "dw": (3,),
+            "dw_previous": (3,),
         }  # fmt: skip
         kept = cls.KINEMATICS if kinematics_only else (*shapes, "tree_update")
         fields = {name: empty(*shape) if name in kept else None for name, shape in shapes.items()}
+        factors = None if kinematics_only else empty(36)
+        fields["IA"] = None if factors is None else factors.reshape(6, 6, n)
+        fields["UDinv"] = None if factors is None else factors[:18].reshape(6, 3, n)
+        fields["DinvWt"] = None if factors is None else factors[18:].reshape(3, 6, n)
         fields["tree_update"] = xp.zeros(model.n_trees, dtype=dtype)
         fields["constrained"] = xp.zeros(model.n_trees, dtype=bool)
         fields["plain_trees"] = xp.zeros(model.n_trees, dtype=bool)
@@ -458,8 +464,14 @@ def joint_torques(model: Model, control: Control, q: Any, w: Any) -> Any:
     """
     xp = model.xp
     torque = -joint_damping(model, control) * w
-    for reference, k_x, k_z, k_t in _springs(model, control):
-        torque += _spring_torque(xp, _deviation(xp, reference, q), k_x, k_z, k_t)
+    springs = _springs(model, control)
+    # In pieces of SPRING_CHUNK links: the closed form makes about twenty-five floats of
+    # temporaries per link, and a residual is evaluated while the Newton iteration holds its own.
+    for start in range(0, model.n_links, SPRING_CHUNK):
+        links = slice(start, start + SPRING_CHUNK)
+        for reference, k_x, k_z, k_t in springs:
+            deviation = _deviation(xp, reference[:, links], q[:, links])
+            torque[:, links] += _spring_torque(xp, deviation, k_x[links], k_z[links], k_t[links])
     if control.pose_rotation is not None:
         torque += (control.pose_damping / model.joint_length) * control.pose_velocity
     return torque
@@ -470,14 +482,14 @@ def spring_tangent_stiffness(model: Model, control: Control, q: Any) -> Any:
 
     Each joint's springs depend on its own rotation only, so the tangent is joint-local: entry
     ``[i, k]`` is minus the derivative of torque component ``i`` along rotation axis ``k``. It is
-    computed over ``TANGENT_CHUNK`` links at a time: its closed form makes about seventy floats of
+    computed over ``SPRING_CHUNK`` links at a time: its closed form makes about seventy floats of
     temporaries per link, the largest of any pass of the step.
     """
     xp = model.xp
     stiffness = xp.zeros((3, 3, model.n_links), dtype=model.backend.float)
     springs = _springs(model, control)
-    for start in range(0, model.n_links, TANGENT_CHUNK):
-        links = slice(start, start + TANGENT_CHUNK)
+    for start in range(0, model.n_links, SPRING_CHUNK):
+        links = slice(start, start + SPRING_CHUNK)
         for reference, k_x, k_z, k_t in springs:
             deviation = _deviation(xp, reference[:, links], q[:, links])
             stiffness[:, :, links] += _spring_tangent(
@@ -486,9 +498,10 @@ def spring_tangent_stiffness(model: Model, control: Control, q: Any) -> Any:
     return stiffness
 
 
-# Links per piece of the spring tangent: its temporaries stay near 20 MB (float64), and pieces
-# this large keep the per-call cost of the array operations negligible.
-TANGENT_CHUNK = 1 << 15
+# Links per piece of the spring torques and their tangent: the tangent's temporaries stay near
+# 20 MB (float64), and pieces this large keep the per-call cost of the array operations
+# negligible.
+SPRING_CHUNK = 1 << 15
 
 
 def _spring_tangent(xp: Any, deviation: Any, k_x: Any, k_z: Any, k_t: Any) -> Any:
@@ -664,6 +677,7 @@ def factorize(
     widest = max(level.stop - level.start for level in model.level_slices)
     float_type = model.backend.float
     U_level = xp.empty((6, 3, widest), dtype=float_type)
+    UDinv_level = xp.empty((6, 3, widest), dtype=float_type)
     StIA_level = xp.empty((3, 6, widest), dtype=float_type)
     D_level = xp.empty((3, 3, widest), dtype=float_type)
     reduced_level = xp.empty((6, 6, widest), dtype=float_type)
@@ -679,10 +693,7 @@ def factorize(
         D += joint_block[:, :, level]
         Dinv = data.Dinv[:, :, level]
         Dinv[...] = inverse3(xp, D)
-        # Dinv Wᵀ = Dinv Sᵀ IA, kept instead of W: the solve's forward sweep then needs one
-        # product per level fewer.
-        matmul(xp, Dinv, StIA, data.DinvWt[:, :, level], scratch)
-        UDinv = matmul(xp, U, Dinv, data.UDinv[:, :, level], scratch)
+        UDinv = matmul(xp, U, Dinv, UDinv_level[:, :, :width], scratch)
         if depth:
             reduced = matmul(xp, UDinv, StIA, reduced_level[:, :, :width], scratch)
             xp.subtract(IA, reduced, out=reduced)
@@ -692,6 +703,11 @@ def factorize(
             else:
                 for children, parents in model.child_rounds[depth]:
                     IA_links[:, :, parents] += reduced[:, :, children]
+        # The level's factors go where its articulated inertias were (Data.IA), now read.
+        # Dinv Wᵀ = Dinv Sᵀ IA is kept instead of W: the solve's forward sweep then needs one
+        # product per level fewer.
+        matmul(xp, Dinv, StIA, data.DinvWt[:, :, level], scratch)
+        data.UDinv[:, :, level] = UDinv
 
 
 def solve(model: Model, data: Data, b: Any, answered_depth: int | None = None) -> Any:

@@ -38,6 +38,8 @@ from .errors import InvalidInputError, InvalidStrandError
 
 # Segments shorter than this (metres) are degenerate: their direction is numerically meaningless.
 MIN_SEGMENT_LENGTH = 1e-8
+# Rotation matrices converted to quaternions at a time (_quaternions).
+QUATERNION_CHUNK = 1 << 15
 
 
 @dataclass(frozen=True)
@@ -418,6 +420,17 @@ def _rest_frames(
     return frames
 
 
+def _quaternions(rotations: np.ndarray) -> np.ndarray:
+    """Unit quaternions (4, n) of rotation matrices (n, 3, 3), converted
+    :data:`QUATERNION_CHUNK` at a time: the conversion makes about forty floats of temporaries
+    per matrix, which at once would set the peak memory of building a large model."""
+    quaternions = np.empty((4, len(rotations)))
+    for start in range(0, len(rotations), QUATERNION_CHUNK):
+        chunk = slice(start, start + QUATERNION_CHUNK)
+        quaternions[:, chunk] = spatial.matrix_to_quat(np, rotations[chunk].transpose(1, 2, 0))
+    return quaternions
+
+
 def _level_major_order(depth: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Strand-order link indices in level-major order (see the module docstring).
 
@@ -666,9 +679,7 @@ def build_model(
             np.where(parent_level_major >= 0, parent_level_major, n_links + link_base_host)
         ),
         joint_offset=device(level_major(joint_offset).T),
-        rest_rotation=device(
-            spatial.matrix_to_quat(np, level_major(rest_rotation).transpose(1, 2, 0))
-        ),
+        rest_rotation=device(_quaternions(rest_rotation)[:, level_major_to_strand]),
         length=device(level_major(lengths)),
         mass=device(level_major(mass)),
         inertia=device(level_major(inertia).T),

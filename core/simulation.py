@@ -96,11 +96,14 @@ class Simulation:
         )
         count = worker_count(model, self.settings)
         self._workers: Workers | None = None
-        # Stepped by worker processes, this process only computes the links' frames.
-        self.data = Data.for_model(model, kinematics_only=count > 1)
         if count > 1:
-            self._workers = Workers(model, count, gravity, self.settings, self.constraints)
+            self._workers = Workers(
+                model, count, self.control, gravity, self.settings, self.constraints
+            )
             self._finalizer = weakref.finalize(self, self._workers.close)
+        # Stepped by worker processes, this process only computes the links' frames. Allocated
+        # once the groups' models have gone to the workers, so that they are not here together.
+        self.data = Data.for_model(model, kinematics_only=count > 1)
         backend = model.backend
         self._point_link = backend.from_host(model.point_link)
         self._point_is_tip = backend.from_host(model.point_is_tip.astype(np.float64))

@@ -93,6 +93,10 @@ class Control:
     pose_velocity : (3, N) float or None, rad/s
         Target joint angular velocity in the link's own frame (as ``State.w``): pose damping
         acts on ``w - pose_velocity``. Set together with ``pose_rotation``.
+
+    The per-link fields are replaced, never written into, except ``wind_velocity`` and
+    ``external_force``, which force fields fill in place: so the parameters of
+    :meth:`from_model` are the model's own arrays, not copies.
     """
 
     base_rotation: Any
@@ -155,7 +159,7 @@ class Control:
             gravity=backend.from_host(_checked_vector("gravity", gravity)[:, None]),
             wind_velocity=zeros_links,
             external_force=zeros_links.copy(),
-            **{name: model.parameters[name].copy() for name in cls.PARAMETERS},
+            **{name: model.parameters[name] for name in cls.PARAMETERS},
         )
         control.set_base_motion(model, still)
         return control

@@ -75,8 +75,6 @@ PIPE_BYTES = 1 << 20
 # Per-link fields that force fields evaluated in a worker write, and the parent stores back.
 _FIELD_CONTROL = ("wind_velocity", "external_force")
 
-_NOTHING = object()
-
 _BOOTSTRAP = """
 import importlib, pickle, sys, types
 paths, packages, module = pickle.load(sys.stdin.buffer)
@@ -135,6 +133,9 @@ class Workers:
         On the NumPy backend.
     count : int
         Number of processes (groups of trees, :func:`tree_groups`), at least 2.
+    control : Control
+        The simulation's, as :meth:`.Control.from_model` made it: every worker starts from the
+        same, so its per-link fields need not travel until they are replaced.
     gravity : (3,) m/s², world
     settings : SolverSettings
     constraints : ConstraintSolver, optional
@@ -153,6 +154,7 @@ class Workers:
         self,
         model: Model,
         count: int,
+        control: Control,
         gravity: Any,
         settings: SolverSettings,
         constraints: ConstraintSolver | None = None,
@@ -170,11 +172,9 @@ class Workers:
         self._workers: list[_Worker] = []
         try:
             for trees in tree_groups(model, count):
-                part, links = select_trees(model, trees)
-                worker = _Worker(len(self._workers), links)
-                self._workers.append(worker)
-                solver = None if constraints is None else constraints.arguments_for(part, links)
-                worker.send(("build", part, gravity, settings, solver))
+                self._workers.append(
+                    _Worker.build(len(self._workers), model, trees, gravity, settings, constraints)
+                )
             # The processes start side by side: each answers once it has imported the engine.
             for worker in self._workers:
                 worker.expect("ready")
@@ -183,9 +183,7 @@ class Workers:
             raise
         self._clear_predictors = False
         self._constrained = constraints is not None
-        self._sent_control: dict[str, Any] = {}
-        # The whole model's joint state as the workers left it after the last advance.
-        self._left: tuple[Any, Any] | None = None
+        self._sent_control = {name: getattr(control, name) for name in Control.PER_LINK}
 
     def __len__(self) -> int:
         return len(self._workers)
@@ -235,12 +233,8 @@ class Workers:
             name: value
             for name in Control.PER_LINK
             for value in (getattr(control, name),)
-            if self._sent_control.get(name, _NOTHING) is not value
+            if self._sent_control[name] is not value
         }
-        # The joint state travels only if it is not what the workers left (a reset, an edit).
-        moved = self._left is None or not (
-            np.array_equal(self._left[0], state.q) and np.array_equal(self._left[1], state.w)
-        )
         try:
             for worker in self._workers:
                 links = worker.links
@@ -251,8 +245,8 @@ class Workers:
                 worker.send(
                     (
                         "advance",
-                        state.q[:, links] if moved else None,
-                        state.w[:, links] if moved else None,
+                        state.q[:, links],
+                        state.w[:, links],
                         state.base_rotation,
                         state.base_position,
                         start,
@@ -274,8 +268,6 @@ class Workers:
         self._sent_control.update(changed)
         failure = next((reply[1] for reply in replies if reply[0] == "error"), None)
         if failure is not None:
-            # The others stepped on: the next advance sends them the state again.
-            self._left = None
             raise failure
         results, constraint_stats = [], []
         for worker, (_, q, w, stats, field_values, constrained) in zip(
@@ -287,7 +279,6 @@ class Workers:
                 getattr(control, name)[..., worker.links] = value
             results.append(stats)
             constraint_stats.append(constrained)
-        self._left = (state.q.copy(), state.w.copy())
         return StepStats(
             max(result.iterations for result in results),
             max(result.residual_norm for result in results),
@@ -355,6 +346,29 @@ class _Worker:
             ) from error
         _widen_pipes(self._process)
         self.send((list(sys.path), _enclosing_packages(), __name__))
+
+    @classmethod
+    def build(
+        cls,
+        number: int,
+        model: Model,
+        trees: np.ndarray,
+        gravity: Any,
+        settings: SolverSettings,
+        constraints: ConstraintSolver | None,
+    ) -> _Worker:
+        """A worker process sent the model of ``model``'s ``trees`` to step (``build``). The
+        model of the group lives only until it is sent, so the groups' models are not all in
+        this process at once."""
+        part, links = select_trees(model, trees)
+        worker = cls(number, links)
+        try:
+            solver = None if constraints is None else constraints.arguments_for(part, links)
+            worker.send(("build", part, gravity, settings, solver))
+        except BaseException:
+            worker.close()
+            raise
+        return worker
 
     def share(self, sample: tuple) -> tuple:
         """This group's part of a sample ``(base motion, control fields, obstacle motion)``:
@@ -507,8 +521,7 @@ def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tu
     (q, w, base_rotation, base_position, start, gravity, per_link, fields, samples, h, substeps,
      clear) = body  # fmt: skip
     model, state, control = group.model, group.state, group.control
-    if q is not None:
-        state.q[...], state.w[...] = q, w
+    state.q[...], state.w[...] = q, w
     state.base_rotation[...], state.base_position[...] = base_rotation, base_position
     state.time = start
     control.gravity = gravity

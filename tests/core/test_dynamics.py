@@ -240,15 +240,15 @@ def test_spring_tangent_stiffness_matches_derivative_of_tan_law(backend):
     assert stiffness[0, 0, 1] == pytest.approx((2e-3 / 0.1) / np.cos(angle / 2) ** 2, rel=1e-5)
 
 
-@pytest.mark.parametrize("chunk", [dynamics.TANGENT_CHUNK, 7])
+@pytest.mark.parametrize("chunk", [dynamics.SPRING_CHUNK, 7])
 @pytest.mark.parametrize("posed", [False, True])
 def test_spring_tangent_stiffness_is_the_derivative_of_the_spring_torques(
     backend, posed, chunk, monkeypatch
 ):
     """The closed-form tangent equals central differences of the joint torques under rotations
     ``q ⊗ exp(theta)`` of the child, for bends and twists up to near a half turn, anisotropic
-    bending, and a pose spring on top; computed at once or in pieces of 7 links."""
-    monkeypatch.setattr(dynamics, "TANGENT_CHUNK", chunk)
+    bending, and a pose spring on top; both computed at once or in pieces of 7 links."""
+    monkeypatch.setattr(dynamics, "SPRING_CHUNK", chunk)
     rng = np.random.default_rng(11)
     n = 40
     parameters = StrandParameters(

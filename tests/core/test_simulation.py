@@ -48,6 +48,7 @@ def test_a_stiff_strand_follows_a_translating_base_rigidly(backend):
 def test_animated_parameters_take_effect(backend):
     model = soft_hair(backend, 1)
     still = BaseMotion.still(np.eye(4)[None])
+    defaults = {name: backend.to_host(value).copy() for name, value in model.parameters.items()}
     sims = [Simulation(model, gravity=(9.81, 0.0, 0.0)) for _ in range(2)]
     sims[1].set_parameter("bend_stiffness", np.linspace(1e-2, 1e-3, model.n_links))
     sims[1].set_parameter("wind_velocity", (0.0, 2.0, 0.0))
@@ -58,6 +59,9 @@ def test_animated_parameters_take_effect(backend):
     soft, stiff = (np.abs(s.points()[-1, 0] - model.rest_points[-1, 0]) for s in sims)
     assert stiff < 0.5 * soft
     assert sims[1].points()[-1, 1] > 1e-3  # blown along +y
+    # A simulation starts from the model's own parameter arrays, and setting one replaces it.
+    for name, value in model.parameters.items():
+        np.testing.assert_array_equal(backend.to_host(value), defaults[name])
 
 
 def test_bad_parameters_are_refused(backend):
