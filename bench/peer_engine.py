@@ -6,7 +6,10 @@ Memory is measured two ways. ``peak_traced_bytes`` is the peak of everything Pyt
 allocated (``tracemalloc``, which NumPy reports its array buffers to) from before the model is
 built until the warm-up frames are done: model, state, workspace and the temporaries a step
 creates, at their worst moment. ``resident_array_bytes`` sums the arrays that the model and the
-simulation keep between frames. The issue's memory target is checked against the peak.
+simulation keep between frames. The issue's memory target is checked against the peak, plus
+the peak resident memory of the worker processes where there are some.
+``peak_resident_bytes`` is this process's own peak resident memory, its interpreter included
+(and ``tracemalloc``'s bookkeeping while it traced).
 """
 
 from __future__ import annotations
@@ -100,20 +103,23 @@ def head_local_points(simulation: Any) -> np.ndarray:
     return simulation.points() @ head_rotation(simulation.time)
 
 
+def peak_resident_bytes(pid: int | str = "self") -> int:
+    """Peak resident memory (``VmHWM``) of a process (Linux; 0 elsewhere, or if it has ended):
+    its interpreter and NumPy included, which ``tracemalloc`` does not see."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def workers_peak_resident_bytes() -> int:
-    """Peak resident memory (``VmHWM``) of this process's children, the engine's worker
-    processes, summed (Linux; 0 elsewhere): their interpreters and NumPy included, which
-    ``tracemalloc`` in this process does not see."""
-    total = 0
-    for pid in child_pids():
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:  # it ended meanwhile
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                total += int(line.split()[1]) * 1024
-    return total
+    """Peak resident memory of this process's children, the engine's worker processes,
+    summed."""
+    return sum(peak_resident_bytes(pid) for pid in child_pids())
 
 
 def run_case(workload: Workload, policy: FramePolicy, workers: int | None = None) -> None:
@@ -148,6 +154,7 @@ def run_case(workload: Workload, policy: FramePolicy, workers: int | None = None
     model = simulation.model
     simulation_processes = simulation.processes
     workers_bytes = workers_peak_resident_bytes()
+    main_resident_bytes = peak_resident_bytes()
     resident_bytes = array_bytes(model, simulation)
     simulation.close()
     emit(
@@ -161,6 +168,7 @@ def run_case(workload: Workload, policy: FramePolicy, workers: int | None = None
         resident_array_bytes=resident_bytes,
         processes=simulation_processes,
         workers_peak_resident_bytes=workers_bytes,
+        peak_resident_bytes=main_resident_bytes,
         max_point_motion=point_motion,
         method="implicit",
         substeps=SUBSTEPS_PER_FRAME,
