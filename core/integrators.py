@@ -14,7 +14,9 @@ of the velocity-dependent forces (gyroscopic, centripetal, drag) is folded into 
 inertia the same way. Terms that are neither joint- nor link-local (Coriolis coupling between
 links, gravity's geometric stiffness) stay exact in ``R``, so the iteration still converges to
 the backward-Euler solution, linearly rather than quadratically. :func:`step_dense_reference` solves
-the same equations with a dense finite-difference Jacobian, as the reference for tests.
+the same equations with a dense finite-difference Jacobian, as the reference for tests; a step
+halved as often as it may be finishes the trees the iteration leaves unfinished the same way,
+tree by tree (:func:`_newton_exact`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 from . import dynamics, spatial
 from .dynamics import Data
 from .errors import InvalidInputError, SimulationDivergedError
-from .model import Model
+from .model import Model, select_trees
 from .spatial import dot
 from .state import Control, State
 
@@ -53,7 +55,10 @@ class SolverSettings:
         the last one's change (a strand under constraint forces whose joints were just turned
         back to their limits) can converge at 0.3–0.6 per iteration from a first update of tens
         of rad/s, and halving such a step does not help, as the joint velocities, not the step,
-        slow the iteration (``docs/collisions.md``, *Limits*).
+        slow the iteration (``docs/collisions.md``, *Limits*). At the deepest halving, trees
+        left unfinished go on with Newton's method and their exact Jacobian (up to
+        :data:`EXACT_NEWTON_MAX_ITERATIONS` iterations more, for trees of at most
+        :data:`EXACT_NEWTON_MAX_LINKS` links).
     subdivision_threshold : float, rad/s
         A step whose Newton iteration stops at its cap with an update still above this did not
         converge (or diverged); :class:`.Simulation` then redoes it as two half steps.
@@ -191,6 +196,7 @@ def step_implicit(
     settings: SolverSettings,
     out: State,
     report_residual: bool = True,
+    finish_exactly: bool = False,
 ) -> StepStats:
     """Advance ``state`` by ``h`` with backward Euler into ``out``; returns the Newton statistics.
 
@@ -208,6 +214,11 @@ def step_implicit(
     largest update has fallen to the tolerance takes that update and then stays put while the
     others iterate on. A tree's step therefore does not depend on the other trees of the model,
     which is what lets :class:`.Simulation` step groups of trees separately with the same result.
+
+    With ``finish_exactly``, trees still unfinished at ``settings.newton_max_iterations`` go on
+    with Newton's method and their exact Jacobian (:func:`_newton_exact`). The stepping asks for
+    it only for a step halved as often as it may be (:mod:`.stepping`): a smaller step is more
+    accurate, and where halving helps it is what the stepping does first.
     """
     xp, to_host = model.xp, model.backend.to_host
     h = _check_step(h)
@@ -253,6 +264,15 @@ def step_implicit(
             break
         q_new = integrate_rotation(xp, state.q, w_new, h)
         r = residual(model, data, state, q_new, w_new, control, h)
+    if finish_exactly and not finished:
+        stalled = np.nonzero(~to_host(converged))[0]
+        exact = _newton_exact(model, state, control, w_new, h, settings, stalled)
+        if exact is not None:
+            links, w_exact, exact_change, exact_iterations = exact
+            w_new[:, model.backend.from_host(links)] = w_exact
+            change[model.backend.from_host(stalled)] = exact_change
+            largest = float(to_host(xp.max(change)))
+            iterations += exact_iterations
     q_new = integrate_rotation(xp, state.q, w_new, h)
     residual_norm = float("nan")
     if report_residual:
@@ -264,6 +284,105 @@ def step_implicit(
     data.tree_update[...] = change
     _finish(model, state, control, q_new, w_new, h, out)
     return StepStats(iterations, residual_norm, float(largest))
+
+
+# A tree whose Newton iteration stops at the cap is solved again by Newton's method with its exact
+# Jacobian when it has at most this many links: the Jacobian costs three residual evaluations
+# per link of the largest such tree, and its solve is cubic in them.
+EXACT_NEWTON_MAX_LINKS = 64
+# Its iteration cap: it converges quadratically, so a tree it has not finished by then is one
+# whose step fails (and is halved) as before.
+EXACT_NEWTON_MAX_ITERATIONS = 8
+
+
+def _newton_exact(
+    model: Model,
+    state: State,
+    control: Control,
+    w_start: Any,
+    h: float,
+    settings: SolverSettings,
+    trees: np.ndarray,
+) -> tuple[np.ndarray, Any, Any, int] | None:
+    """Newton's method with each tree's exact Jacobian, by finite differences of the residual,
+    for ``trees`` (host indices), from where the modified iteration stopped, ``w_start`` (3, N).
+
+    The iteration matrix of :func:`step_implicit` leaves out the Coriolis coupling between
+    links; when a constraint pass has left neighbouring links counter-rotating at tens of rad/s,
+    that coupling dominates and the modified iteration converges too slowly to finish (docs/
+    collisions.md, *Limits*), while Newton's method with the exact Jacobian converges in a few
+    iterations from where it stopped. (From the step's first guess it can overshoot: on a tree
+    whose joints turn at 1 rad/s its first update was 8 rad/s.) The trees are independent, so
+    one residual evaluation of a model of all of them gives one column of every tree's
+    Jacobian.
+
+    Returns the level-major links of ``trees``, their new velocities (3, n), each tree's last
+    update (T,) and the iterations taken; None if a tree has more than
+    :data:`EXACT_NEWTON_MAX_LINKS` links, or the iteration does not converge within
+    :data:`EXACT_NEWTON_MAX_ITERATIONS` or lets an update grow (it started too far from the
+    solution).
+    """
+    backend, xp = model.backend, model.xp
+    part, links = select_trees(model, trees)
+    tree_of = backend.to_host(part.link_tree)
+    counts = np.bincount(tree_of, minlength=part.n_trees)
+    if counts.max() > EXACT_NEWTON_MAX_LINKS:
+        return None
+    # Each link's joint index within its tree, and the rows of its three residual components in
+    # its tree's system; the systems of smaller trees are padded with the identity.
+    order = np.argsort(tree_of, kind="stable")
+    local = np.empty(part.n_links, dtype=np.int64)
+    local[order] = np.arange(part.n_links) - np.repeat(np.cumsum(counts) - counts, counts)
+    rows = 3 * local[None, :] + np.arange(3)[:, None]
+    owners = np.broadcast_to(tree_of, rows.shape)
+    size = 3 * int(counts.max())
+    padded_tree, padded_row = np.nonzero(np.arange(size)[None, :] >= 3 * counts[:, None])
+    chosen = backend.from_host(links)
+    q = state.q[:, chosen]
+    part_state = State(q, state.w[:, chosen], state.base_rotation, state.base_position, state.time)
+    part_control = control.at_links(chosen)
+    part_data = Data.for_model(part)
+
+    def evaluate(w: np.ndarray) -> np.ndarray:
+        w_device = backend.from_host(w)
+        q_new = integrate_rotation(xp, q, w_device, h)
+        return backend.to_host(
+            residual(part, part_data, part_state, q_new, w_device, part_control, h)
+        )
+
+    w = backend.to_host(w_start[:, chosen]).astype(np.float64)
+    last_change = None
+    for iteration in range(1, EXACT_NEWTON_MAX_ITERATIONS + 1):
+        r = evaluate(w)
+        # Each tree's difference step scales with its fastest joint.
+        fastest = np.zeros(part.n_trees)
+        np.maximum.at(fastest, tree_of, np.abs(w).max(axis=0))
+        difference_step = np.sqrt(np.finfo(r.dtype).eps) * (1.0 + fastest)
+        jacobian = np.zeros((part.n_trees, size, size))
+        jacobian[padded_tree, padded_row, padded_row] = 1.0
+        for column in range(size):
+            joint, axis = divmod(column, 3)
+            shifted = w.copy()
+            moved = local == joint
+            shifted[axis, moved] += difference_step[tree_of[moved]]
+            jacobian[owners, rows, column] = (evaluate(shifted) - r) / difference_step[tree_of]
+        right = np.zeros((part.n_trees, size))
+        right[owners, rows] = -r
+        try:
+            delta = np.linalg.solve(jacobian, right[..., None])[..., 0]
+        except np.linalg.LinAlgError:  # a singular Jacobian: the step fails as it would have
+            return None
+        if not np.isfinite(delta).all():
+            return None
+        change = np.abs(delta).max(axis=1)
+        if iteration > 1 and (change > last_change).any():
+            # Newton's method shrinks its update from one iteration to the next near the
+            # solution: this start is too far from it.
+            return None
+        w, last_change = w + delta[owners, rows], change
+        if (change <= settings.newton_tolerance).all():
+            return links, backend.from_host(w), backend.from_host(change), iteration
+    return None
 
 
 def first_guess(data: Data, w: Any) -> Any:
@@ -351,10 +470,14 @@ def step(
     settings: SolverSettings,
     out: State,
     report_residual: bool = True,
+    finish_exactly: bool = False,
 ) -> StepStats:
-    """Advance ``state`` by ``h`` into ``out`` with ``settings.method``."""
+    """Advance ``state`` by ``h`` into ``out`` with ``settings.method`` (``finish_exactly``: see
+    :func:`step_implicit`)."""
     if settings.method == "implicit":
-        return step_implicit(model, data, state, control, h, settings, out, report_residual)
+        return step_implicit(
+            model, data, state, control, h, settings, out, report_residual, finish_exactly
+        )
     return step_explicit(model, data, state, control, h, out)
 
 

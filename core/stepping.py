@@ -6,8 +6,11 @@ A substep that fails — its Newton iteration stops at the cap with an update st
 ``SolverSettings.subdivision_threshold``, or it produces non-finite values (constraint forces
 included) — is redone as two half steps, the base motion and everything animated sampled at the
 midpoint through the same sources, and so on recursively down to ``max_subdivision_depth``
-halvings; only a step that still fails there raises :class:`.SimulationDivergedError`, naming the
-strand. A step that leaves a joint more than ``ConstraintSettings.limit_tolerance`` past its
+halvings. There, trees that the Newton iteration leaves unfinished go on with Newton's method
+and their exact Jacobian (:func:`.integrators.step_implicit`, ``finish_exactly``): the
+iteration matrix leaves out the Coriolis coupling between links, which can slow the iteration
+more than a smaller step helps. Only a step that still fails then raises
+:class:`.SimulationDivergedError`, naming the strand. A step that leaves a joint more than ``ConstraintSettings.limit_tolerance`` past its
 limit, and further past than it was at the step's start, is halved the same way (the error of
 the limit rows falls with the square of the step), and accepted as it is at the deepest
 halving. Substeps that do not
@@ -219,7 +222,9 @@ class Stepper:
         predictor = (data.dw.copy(), data.dw_count)
         deepest = depth >= settings.max_subdivision_depth
         try:
-            stats = step(model, data, state, self.control, h, settings, spare, report_residual)
+            stats = step(
+                model, data, state, self.control, h, settings, spare, report_residual, deepest
+            )
             failed = _failed(stats, settings)
             held = True
             if constrain is not None and not failed:

@@ -238,6 +238,36 @@ def test_implicit_step_converges_to_dense_reference(backend):
     assert np.abs(backend.to_host(out.w) - backend.to_host(dense.w)).max() < 1e-8
 
 
+def test_trees_left_unconverged_take_newtons_method_with_the_exact_jacobian(backend):
+    """Capped at 3 iterations with a tolerance of 1e-10 rad/s, the articulated-body iteration,
+    which converges linearly, leaves both trees unfinished: asked to finish exactly (as the
+    stepping does at the deepest halving), Newton's method with each tree's exact Jacobian
+    finishes them (a branched tree and a strand of another size, whose systems are padded to
+    one size), and the step equals the dense reference's."""
+    rng = np.random.default_rng(11)
+    specs = [*random_tree(rng), StrandSpec(polyline(3, 0.2))]
+    parameters = StrandParameters(
+        mass_per_length=0.05, radius=5e-3, bend_stiffness=1e-3, twist_stiffness=5e-4, drag=0.05
+    )
+    model = build_model(specs, parameters, backend=backend)
+    assert model.n_trees == 2
+    control = Control.from_model(model)
+    control.set_base_motion(model, swaying_base(0.1))
+    state = State.at_rest(model)
+    state.w = backend.from_host(rng.normal(size=(3, model.n_links)))
+    settings = SolverSettings(newton_tolerance=1e-10, newton_max_iterations=3)
+    out = state.copy()
+    unfinished = step_implicit(model, Data.for_model(model), state, control, 1 / 96, settings, out)
+    assert unfinished.largest_update > 1e-3
+    stats = step_implicit(
+        model, Data.for_model(model), state, control, 1 / 96, settings, out, finish_exactly=True
+    )
+    dense = step_dense_reference(model, Data.for_model(model), state, control, 1 / 96)
+    assert stats.iterations > settings.newton_max_iterations
+    assert stats.largest_update <= settings.newton_tolerance
+    assert np.abs(backend.to_host(out.w) - backend.to_host(dense.w)).max() < 1e-8
+
+
 def test_explicit_acceleration_matches_pinocchio_forward_dynamics(backend):
     pin = pytest.importorskip("pinocchio")
     import pinocchio_reference as reference
