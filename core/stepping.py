@@ -10,15 +10,14 @@ halvings. There, trees that the Newton iteration leaves unfinished go on with Ne
 and their exact Jacobian (:func:`.integrators.step_implicit`, ``finish_exactly``): the
 iteration matrix leaves out the Coriolis coupling between links, which can slow the iteration
 more than a smaller step helps. Only a step that still fails then raises
-:class:`.SimulationDivergedError`, naming the strand. A step that leaves a joint more than ``ConstraintSettings.limit_tolerance`` past its
-limit, and further past than it was at the step's start, is halved the same way (the error of
-the limit rows falls with the square of the step), and accepted as it is at the deepest
-halving. Substeps that do not
-fail are computed exactly as without this safeguard. The whole model (or, when stepped in worker
-processes, the worker's whole group of trees) is redone, not only the trees that failed: trees
-are independent, so the others merely take smaller steps, and a failing step is rare enough
-that redoing only some trees (a model of them, :func:`.model.select_trees`, built on the spot)
-would not pay for itself.
+:class:`.SimulationDivergedError`, naming the strand. A step that leaves a joint more than
+``ConstraintSettings.limit_tolerance`` past its limit, and further past than it was at the step's
+start, is halved the same way (the error of the limit rows falls with the square of the step),
+and accepted as it is at the deepest halving. Substeps that do not fail are computed exactly as
+without this safeguard. The whole model (or, when stepped in worker processes, the worker's
+whole group of trees) is redone, not only the trees that failed: trees are independent, so the
+others merely take smaller steps, and a failing step is rare enough that redoing only some trees
+(a model of them, :func:`.model.select_trees`, built on the spot) would not pay for itself.
 
 Constraints
 -----------
