@@ -375,7 +375,7 @@ def _newton_exact(
         if not np.isfinite(delta).all():
             return None
         change = np.abs(delta).max(axis=1)
-        if iteration > 1 and (change > last_change).any():
+        if last_change is not None and (change > last_change).any():
             # Newton's method shrinks its update from one iteration to the next near the
             # solution: this start is too far from it.
             return None

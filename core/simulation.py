@@ -97,9 +97,7 @@ class Simulation:
         count = worker_count(model, self.settings)
         self._workers: Workers | None = None
         if count > 1:
-            self._workers = Workers(
-                model, count, self.control, gravity, self.settings, self.constraints
-            )
+            self._workers = Workers(model, count, self.control, self.settings, self.constraints)
             self._finalizer = weakref.finalize(self, self._workers.close)
         # Stepped by worker processes, this process only computes the links' frames. Allocated
         # once the groups' models have gone to the workers, so that they are not here together.

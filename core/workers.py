@@ -135,8 +135,8 @@ class Workers:
         Number of processes (groups of trees, :func:`tree_groups`), at least 2.
     control : Control
         The simulation's, as :meth:`.Control.from_model` made it: every worker starts from the
-        same, so its per-link fields need not travel until they are replaced.
-    gravity : (3,) m/s², world
+        same (its gravity included), so its per-link fields need not travel until they are
+        replaced.
     settings : SolverSettings
     constraints : ConstraintSolver, optional
         Its obstacles, joint limits and settings are given to every worker for its trees
@@ -155,7 +155,6 @@ class Workers:
         model: Model,
         count: int,
         control: Control,
-        gravity: Any,
         settings: SolverSettings,
         constraints: ConstraintSolver | None = None,
     ) -> None:
@@ -170,6 +169,7 @@ class Workers:
                 f"{model.backend.name!r}; set SolverSettings.workers to 1"
             )
         self._workers: list[_Worker] = []
+        gravity = control.gravity[:, 0]
         try:
             for trees in tree_groups(model, count):
                 self._workers.append(
