@@ -213,6 +213,17 @@ def test_symmetric_tree_under_symmetric_load_stays_symmetric(backend):
     assert np.abs(points - model.rest_points).max() > 0.01  # and it did move
 
 
+def _swaying_at_random_velocities(backend, rng, specs, parameters):
+    """The model of ``specs``, a control with its base swaying, and a state at rest but for
+    joint velocities drawn from a standard normal."""
+    model = build_model(specs, parameters, backend=backend)
+    control = Control.from_model(model)
+    control.set_base_motion(model, swaying_base(0.1))
+    state = State.at_rest(model)
+    state.w = backend.from_host(rng.normal(size=(3, model.n_links)))
+    return model, control, state
+
+
 def test_implicit_step_converges_to_dense_reference(backend):
     rng = np.random.default_rng(11)
     specs = random_tree(rng)
@@ -225,11 +236,7 @@ def test_implicit_step_converges_to_dense_reference(backend):
         twist_damping=1e-5,
         drag=0.05,
     )
-    model = build_model(specs, parameters, backend=backend)
-    control = Control.from_model(model)
-    control.set_base_motion(model, swaying_base(0.1))
-    state = State.at_rest(model)
-    state.w = backend.from_host(rng.normal(size=(3, model.n_links)))
+    model, control, state = _swaying_at_random_velocities(backend, rng, specs, parameters)
     settings = SolverSettings(newton_tolerance=1e-12, newton_max_iterations=60)
     out = state.copy()
     stats = step_implicit(model, Data.for_model(model), state, control, 1 / 96, settings, out)
@@ -249,12 +256,8 @@ def test_trees_left_unconverged_take_newtons_method_with_the_exact_jacobian(back
     parameters = StrandParameters(
         mass_per_length=0.05, radius=5e-3, bend_stiffness=1e-3, twist_stiffness=5e-4, drag=0.05
     )
-    model = build_model(specs, parameters, backend=backend)
+    model, control, state = _swaying_at_random_velocities(backend, rng, specs, parameters)
     assert model.n_trees == 2
-    control = Control.from_model(model)
-    control.set_base_motion(model, swaying_base(0.1))
-    state = State.at_rest(model)
-    state.w = backend.from_host(rng.normal(size=(3, model.n_links)))
     settings = SolverSettings(newton_tolerance=1e-10, newton_max_iterations=3)
     out = state.copy()
     unfinished = step_implicit(model, Data.for_model(model), state, control, 1 / 96, settings, out)
