@@ -221,13 +221,17 @@ class Stepper:
         predictor = (data.dw.copy(), data.dw_count)
         deepest = depth >= settings.max_subdivision_depth
         try:
-            stats = step(
-                model, data, state, self.control, h, settings, spare, report_residual, deepest
-            )
-            failed = _failed(stats, settings)
-            held = True
-            if constrain is not None and not failed:
-                held = constrain.resolve(state, h, spare)
+            # An attempt that diverges may overflow on its way; it is found out by its
+            # non-finite values or its Newton updates and redone, so NumPy's warnings would only
+            # fill the console (a worker's goes to Blender's).
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                stats = step(
+                    model, data, state, self.control, h, settings, spare, report_residual, deepest
+                )
+                failed = _failed(stats, settings)
+                held = True
+                if constrain is not None and not failed:
+                    held = constrain.resolve(state, h, spare)
         except SimulationDivergedError:
             if deepest:
                 raise

@@ -50,9 +50,8 @@ def test_a_collapsing_floppy_tree_is_stepped_through_by_subdividing_failing_step
     sim = Simulation(model)
     trajectory = _swaying_base(16)
     subdivisions = 0
-    with np.errstate(over="ignore", invalid="ignore"):  # the failed attempts may overflow
-        for _ in range(16):
-            subdivisions += sim.advance(1 / 24, trajectory).subdivisions
+    for _ in range(16):
+        subdivisions += sim.advance(1 / 24, trajectory).subdivisions
     assert subdivisions > 0
     points = sim.points()
     assert np.isfinite(points).all()
