@@ -13,7 +13,8 @@ One substep with constraints
 3. **Rows** (:meth:`ConstraintSolver.resolve`): contacts from :func:`.obstacles.find_contacts`
    between the points at ``t`` and at the free ``t + h``; each gives a normal row and a friction
    row along ``t = unit(v_t)``, the free tangential velocity at ``t + h`` relative to the obstacle
-   (the paper's ``unit(a_t + v_t/h)``: ``v_t(t) + h a_t`` is exactly that velocity). Joint limits
+   (the paper's ``unit(a_t + v_t/h)``: ``v_t(t) + h a_t`` is exactly that velocity; where it
+   vanishes, the same contact's tangent of the last pass, laid on its plane). Joint limits
    near their swing cone or twist range (at ``t`` or the free end) give one row each; active
    point paths and joint rotations give three bilateral rows each.
 4. **Operator from test solves**: a row is a unit load, a force along its direction at its point
@@ -402,6 +403,16 @@ class ConstraintSolver:
         self._query_link = backend.from_host(np.tile(colliding, len(fractions)))
         self._query_fraction = backend.from_host(np.repeat(fractions, len(colliding)))
         self._query_radius = model.collision_radius[self._query_link]
+        # The friction tangent of each (query point, obstacle) contact in the last constraint
+        # pass, zero where there was none: a contact whose free tangential velocity vanishes
+        # keeps it (paper §5).
+        self._tangents = (
+            None
+            if obstacles is None
+            else model.xp.zeros(
+                (3, len(colliding) * len(fractions), obstacles.n_obstacles), dtype=backend.float
+            )
+        )
         self._limits = None if joint_limits is None else _device_limits(model, joint_limits)
         self.bilateral: list[PointPath | JointRotation] = []
         self.stats = ConstraintStats()
@@ -437,9 +448,11 @@ class ConstraintSolver:
         return self.obstacles, limits, self.settings
 
     def reset(self) -> None:
-        """Forget the last run: obstacles back at the identity pose, still; no statistics."""
+        """Forget the last run: obstacles back at the identity pose, still; no statistics, no
+        friction tangents."""
         if self.obstacles is not None:
             self.obstacle_motion = _still(self.obstacles)
+            self._tangents[...] = 0.0
         self.stats = ConstraintStats()
         self._start = {}
 
@@ -664,7 +677,18 @@ class ConstraintSolver:
         tangential = free - normal_free * n
         speed = xp.sqrt(dot(tangential, tangential))
         moving = speed > 1e-12
-        tangent = xp.where(moving, tangential / xp.where(moving, speed, 1.0), _perpendicular(xp, n))
+        # Where the free tangential velocity (so a_t and v_t) vanishes, the contact keeps its
+        # last pass's tangent, laid on its plane; a contact new there takes any tangent.
+        previous = self._tangents[:, point, found.obstacle]
+        previous = previous - dot(previous, n) * n
+        previous_length = xp.sqrt(dot(previous, previous))
+        kept = previous_length > 1e-6
+        resting = xp.where(
+            kept, previous / xp.where(kept, previous_length, 1.0), _perpendicular(xp, n)
+        )
+        tangent = xp.where(moving, tangential / xp.where(moving, speed, 1.0), resting)
+        self._tangents[...] = 0.0
+        self._tangents[:, point, found.obstacle] = tangent
         slide = before - normal_before * n
         mu = xp.where(
             dot(slide, slide) < settings.slip_speed**2,

@@ -290,6 +290,50 @@ def test_a_rod_on_an_incline_sticks_or_slides_by_coulombs_law(backend, static_fr
     assert measured == pytest.approx(expected, rel=0.05)
 
 
+def test_a_resting_contact_keeps_the_friction_tangent_of_its_last_step(backend):
+    """Where a contact's free tangential velocity vanishes (a_t and v_t both zero), its friction
+    row keeps the tangent of the step before (paper §5). A pinned rod pointing along (1, 1, −1),
+    its tip 0.5 mm into a floor, no gravity: pushed out at `recovery_speed` v, the tip can only
+    move across the rod, so it also moves sideways, by v along whichever floor axis friction
+    leaves free. After a step with the floor sliding along x under it, friction holds the tip's x
+    velocity and it moves along y; a contact new at rest takes a tangent of its own (the floor's
+    y axis here), and the tip moves along x."""
+    length, radius, h = 0.2, 2e-3, 1 / 240
+    tip = length * np.array([1.0, 1.0, -1.0]) / math.sqrt(3.0)
+    model = build_model(
+        [StrandSpec(np.array([np.zeros(3), tip]))],
+        StrandParameters(mass_per_length=0.05, radius=radius, **FREE),
+        backend=backend,
+    )
+    obstacles = build_obstacles([Plane(Material(0.0, 5.0, 5.0))], backend)
+    floor = _pose(position=(0.0, 0.0, tip[2] - radius + 5e-4))
+    settings = ConstraintSettings(fractions=(1.0,))
+    speed = settings.recovery_speed
+
+    def pushed_out(slid_before: bool) -> np.ndarray:
+        sim = Simulation(
+            model,
+            SolverSettings(substeps=1),
+            gravity=(0.0, 0.0, 0.0),
+            obstacles=obstacles,
+            constraint_settings=settings,
+        )
+        if slid_before:
+            start = sim.state.copy()
+            sliding = ObstacleMotion.from_host(
+                obstacles, floor[None], np.zeros((1, 3)), np.array([[0.01, 0.0, 0.0]])
+            )
+            sim.advance(h, STILL, obstacle_motion=sliding)
+            sim.state.q[...], sim.state.w[...] = start.q, start.w
+        sim.advance(h, STILL, obstacle_motion=_placed(obstacles, floor))
+        return _tip_velocity(sim)
+
+    held_x = pushed_out(slid_before=True)
+    np.testing.assert_allclose(held_x, [0.0, speed, speed], rtol=0, atol=1e-3 * speed)
+    held_y = pushed_out(slid_before=False)
+    np.testing.assert_allclose(held_y, [speed, 0.0, speed], rtol=0, atol=1e-3 * speed)
+
+
 @pytest.mark.parametrize("restitution", [0.5, 0.8])
 def test_a_falling_rod_bounces_with_the_obstacles_restitution(backend, restitution):
     """A pinned rod falls from 15° above horizontal onto a frictionless plane it meets at 5°
