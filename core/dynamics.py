@@ -29,6 +29,7 @@ Contracts
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -462,16 +463,10 @@ def joint_torques(model: Model, control: Control, q: Any, w: Any) -> Any:
     ``K = pose_strength / joint_length`` about every axis, and the pose damping
     ``-(pose_damping / joint_length) (w - pose_velocity)``.
     """
-    xp = model.xp
     torque = -joint_damping(model, control) * w
-    springs = _springs(model, control)
-    # In pieces of SPRING_CHUNK links: the closed form makes about twenty-five floats of
-    # temporaries per link, and a residual is evaluated while the Newton iteration holds its own.
-    for start in range(0, model.n_links, SPRING_CHUNK):
-        links = slice(start, start + SPRING_CHUNK)
-        for reference, k_x, k_z, k_t in springs:
-            deviation = _deviation(xp, reference[:, links], q[:, links])
-            torque[:, links] += _spring_torque(xp, deviation, k_x[links], k_z[links], k_t[links])
+    # In pieces: the closed form makes about twenty-five floats of temporaries per link, and a
+    # residual is evaluated while the Newton iteration holds its own.
+    _add_springs(model, control, q, _spring_torque, torque)
     if control.pose_rotation is not None:
         torque += (control.pose_damping / model.joint_length) * control.pose_velocity
     return torque
@@ -485,17 +480,24 @@ def spring_tangent_stiffness(model: Model, control: Control, q: Any) -> Any:
     computed over ``SPRING_CHUNK`` links at a time: its closed form makes about seventy floats of
     temporaries per link, the largest of any pass of the step.
     """
+    stiffness = model.xp.zeros((3, 3, model.n_links), dtype=model.backend.float)
+    _add_springs(model, control, q, _spring_tangent, stiffness)
+    return stiffness
+
+
+def _add_springs(
+    model: Model, control: Control, q: Any, term: Callable[..., Any], out: Any
+) -> None:
+    """Add ``term(xp, deviation, k_x, k_z, k_t)`` of every spring (the rest shape's, and the
+    target pose's while one is set) at rotations ``q`` into ``out`` (..., N), over
+    :data:`SPRING_CHUNK` links at a time."""
     xp = model.xp
-    stiffness = xp.zeros((3, 3, model.n_links), dtype=model.backend.float)
     springs = _springs(model, control)
     for start in range(0, model.n_links, SPRING_CHUNK):
         links = slice(start, start + SPRING_CHUNK)
         for reference, k_x, k_z, k_t in springs:
             deviation = _deviation(xp, reference[:, links], q[:, links])
-            stiffness[:, :, links] += _spring_tangent(
-                xp, deviation, k_x[links], k_z[links], k_t[links]
-            )
-    return stiffness
+            out[..., links] += term(xp, deviation, k_x[links], k_z[links], k_t[links])
 
 
 # Links per piece of the spring torques and their tangent: the tangent's temporaries stay near
