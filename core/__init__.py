@@ -33,6 +33,7 @@ from .fields import (
     apply_fields,
 )
 from .integrators import SolverSettings, StepStats
+from .interaction import InteractionStats, StrandInteraction
 from .lcp import solve_lcp
 from .model import Model, StrandParameters, StrandSpec, build_model
 from .obstacles import (
@@ -61,6 +62,7 @@ __all__ = [
     "ConstraintStats",
     "Falloff",
     "ForceFields",
+    "InteractionStats",
     "InvalidInputError",
     "InvalidStrandError",
     "JointLimits",
@@ -82,6 +84,7 @@ __all__ = [
     "Sphere",
     "StepStats",
     "StrandError",
+    "StrandInteraction",
     "StrandParameters",
     "StrandSpec",
     "TriangleMesh",

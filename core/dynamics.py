@@ -296,7 +296,8 @@ def inverse_dynamics(model: Model, data: Data, q: Any, w: Any, wdot: Any, contro
     The paper's Algorithm 1 for spherical joints and branches: forward pass for spatial
     velocities and accelerations, link forces, backward pass summing forces into parents,
     projection onto each joint. Returns ``data.tau`` (3, N), link frames, N·m; it equals
-    ``M(q) wdot + c(q, w) - tau_gravity - tau_drag - tau_external``.
+    ``M(q) wdot + c(q, w) - tau_gravity - tau_drag - tau_external`` (with the strand
+    interaction's damping and push among the external forces, :mod:`.interaction`).
     """
     xp = model.xp
     _link_frames(model, data, q, control.base_rotation)
@@ -328,6 +329,10 @@ def inverse_dynamics(model: Model, data: Data, q: Any, w: Any, wdot: Any, contro
     force += a_linear
     add_cross(xp, force, omega, com_velocity)
     force *= model.mass
+    if control.interaction_damping is not None:
+        # Strand interaction: damping toward the hair's velocity around the link, and the push.
+        force += control.interaction_damping * (com_velocity - control.interaction_velocity)
+        force -= control.interaction_force
     com_velocity -= control.wind_velocity
     com_velocity *= control.drag * model.length
     force += com_velocity
@@ -604,6 +609,8 @@ def _link_inertia(
         omega = data.v[:3]
         com_velocity = data.v[3:] + cross(xp, omega, c)
         a = mass + (h * control.drag) * model.length
+        if control.interaction_damping is not None:
+            a = a + h * control.interaction_damping
     else:
         # The plain inertia does not read the velocities (nor need them to be set).
         omega = com_velocity = xp.zeros_like(c)

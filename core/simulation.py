@@ -28,6 +28,7 @@ from .constraints import (
 from .dynamics import Data
 from .errors import InvalidInputError
 from .integrators import SolverSettings, StepStats
+from .interaction import Interaction, InteractionStats, StrandInteraction
 from .model import Model
 from .obstacles import Obstacles
 from .pose import Pose
@@ -62,6 +63,10 @@ class Simulation:
         at the identity pose until :meth:`advance` is given their motion.
     joint_limits : JointLimits, optional
     constraint_settings : ConstraintSettings, optional
+    interaction : StrandInteraction, optional
+        Strand–strand interaction through a grid (:mod:`.interaction`): hair keeps its volume
+        and moves as one mass. The grid couples every tree with its neighbours at every
+        substep, so a simulation with interaction steps all its trees in one process.
 
     Notes
     -----
@@ -81,6 +86,7 @@ class Simulation:
         obstacles: Obstacles | None = None,
         joint_limits: JointLimits | None = None,
         constraint_settings: ConstraintSettings | None = None,
+        interaction: StrandInteraction | None = None,
     ) -> None:
         self.model = model
         self.settings = settings or SolverSettings()
@@ -94,7 +100,8 @@ class Simulation:
             if obstacles is not None or joint_limits is not None or constraint_settings is not None
             else None
         )
-        count = worker_count(model, self.settings)
+        self.interaction = None if interaction is None else Interaction(model, interaction)
+        count = 1 if interaction is not None else worker_count(model, self.settings)
         self._workers: Workers | None = None
         if count > 1:
             self._workers = Workers(model, count, self.control, self.settings, self.constraints)
@@ -116,6 +123,30 @@ class Simulation:
     def processes(self) -> int:
         """How many processes step this simulation: its worker processes, or 1 (this one)."""
         return 1 if self._workers is None else len(self._workers)
+
+    @property
+    def interaction_settings(self) -> StrandInteraction | None:
+        """The strand interaction's settings (None without one)."""
+        return None if self.interaction is None else self.interaction.settings
+
+    @property
+    def interaction_stats(self) -> InteractionStats:
+        """What the last substep's strand interaction did (all zero without one)."""
+        return InteractionStats() if self.interaction is None else self.interaction.stats
+
+    def set_interaction(self, interaction: StrandInteraction | None) -> None:
+        """Change the strand interaction from the next substep on (None removes it): its
+        settings may be animated from frame to frame. Worker processes end (the grid couples
+        every tree)."""
+        if interaction is None:
+            self.interaction = None
+            self.control.set_interaction(None, None, None)
+            return
+        self.close()
+        if self.interaction is not None and self.interaction.keeps_grid(interaction):
+            self.interaction.settings = interaction
+            return
+        self.interaction = Interaction(self.model, interaction)
 
     @property
     def constraint_stats(self) -> ConstraintStats:
@@ -147,6 +178,7 @@ class Simulation:
         poses = self.model.base_rest_poses if base_poses is None else base_poses
         self.control.set_base_motion(self.model, BaseMotion.still(poses))
         self.control.set_pose(self.model, None)
+        self.control.set_interaction(None, None, None)
         if self.constraints is not None:
             self.constraints.reset()
         self.stats = StepStats(0, 0.0)
@@ -292,7 +324,14 @@ class Simulation:
                 )
             )
             stepper = Stepper(
-                self.model, self.data, self.control, inputs, fields, self.settings, constrain
+                self.model,
+                self.data,
+                self.control,
+                inputs,
+                fields,
+                self.settings,
+                constrain,
+                self.interaction,
             )
             # The substeps step into the state and a spare by turns (made here, so that a
             # simulation stepped by worker processes keeps none): kept aside, the state comes

@@ -93,6 +93,11 @@ class Control:
     pose_velocity : (3, N) float or None, rad/s
         Target joint angular velocity in the link's own frame (as ``State.w``): pose damping
         acts on ``w - pose_velocity``. Set together with ``pose_rotation``.
+    interaction_damping : (N,) float or None, N·s/m
+        Strand–strand interaction (:mod:`.interaction`, evaluated at the substep's start): each
+        link's centre of mass is damped toward ``interaction_velocity`` (3, N), m/s, world, with
+        this coefficient, and pushed by ``interaction_force`` (3, N), N, world. None (all
+        three): no interaction.
 
     The per-link fields are replaced, never written into, except ``wind_velocity`` and
     ``external_force``, which force fields fill in place: so the parameters of
@@ -117,6 +122,9 @@ class Control:
     pose_damping: Any
     pose_rotation: Any = None
     pose_velocity: Any = None
+    interaction_damping: Any = None
+    interaction_velocity: Any = None
+    interaction_force: Any = None
 
     PARAMETERS = (
         "bend_stiffness",
@@ -127,13 +135,16 @@ class Control:
         "pose_strength",
         "pose_damping",
     )
-    # The per-link fields (the target pose's may be None).
+    # The per-link fields (the target pose's and the interaction's may be None).
     PER_LINK = (
         "wind_velocity",
         "external_force",
         *PARAMETERS,
         "pose_rotation",
         "pose_velocity",
+        "interaction_damping",
+        "interaction_velocity",
+        "interaction_force",
     )
 
     def at_links(self, links: Any) -> Control:
@@ -172,6 +183,13 @@ class Control:
             )
         for name, source in zip(_BASE_FIELDS, _motion_fields(motion), strict=False):
             setattr(self, name, model.backend.from_host(np.moveaxis(source, 0, -1)))
+
+    def set_interaction(self, damping: Any, velocity: Any, force: Any) -> None:
+        """Set the strand interaction's damping (N,), velocity (3, N) and push (3, N) of the next
+        substep (None, None, None: no interaction)."""
+        self.interaction_damping = damping
+        self.interaction_velocity = velocity
+        self.interaction_force = force
 
     def set_pose(self, model: Model, pose: Pose | None) -> None:
         """Copy a host target pose in (two explicit host-to-device transfers); None removes it."""

@@ -41,6 +41,7 @@ from .constraints import ConstraintSolver
 from .dynamics import Data
 from .errors import SimulationDivergedError
 from .integrators import SolverSettings, StepStats, step
+from .interaction import Interaction
 from .model import Model
 from .obstacles import ObstacleMotion
 from .pose import Pose
@@ -164,7 +165,8 @@ class Stepper:
     Before a step to time ``t`` the control takes the base motion and the animated control
     fields that ``inputs(t)`` gives (an :class:`Inputs`, or a worker's share of one), then the
     force ``fields`` at the links' current positions; ``constrain`` corrects each step by the
-    constraint forces.
+    constraint forces; ``interaction`` sets the strand-interaction force of each step at its
+    start (:mod:`.interaction`).
     """
 
     model: Model
@@ -174,12 +176,15 @@ class Stepper:
     fields: ForceFields | None
     settings: SolverSettings
     constrain: Constrain | None = None
+    interaction: Interaction | None = None
 
     def _drive(self, state: State, time: float) -> None:
         """Set the control for a step from ``state`` to ``time``."""
         set_inputs(self.model, self.control, self.inputs, time)
         if self.fields is not None:
             self.fields.apply(self.model, self.data, state, self.control, time)
+        if self.interaction is not None:
+            self.interaction.drive(self.data, state, self.control)
 
     def advance(
         self, states: tuple[State, State], start: float, h: float, substeps: int
