@@ -150,6 +150,26 @@ class OBJECT_PT_oriented_strands_collisions(_StrandSubPanel, bpy.types.Panel):
         column.prop(props, "twist_limit")
 
 
+class OBJECT_PT_oriented_strands_interaction(_StrandSubPanel, bpy.types.Panel):
+    bl_label = "Interaction"
+
+    def draw_header(self, context: bpy.types.Context) -> None:
+        self.layout.prop(context.object.oriented_strands, "use_interaction", text="")
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, props = self._layout(context)
+        column = layout.column()
+        column.active = props.use_interaction
+        column.prop(props, "interaction_friction")
+        column.prop(props, "interaction_volume")
+        column.prop(props, "interaction_target")
+        row = column.row()
+        row.active = props.interaction_target == "VALUE"
+        row.prop(props, "interaction_density")
+        column.prop(props, "interaction_cell_size")
+        _profile(column, props, "interaction_tip", "interaction_shape")
+
+
 class OBJECT_PT_oriented_strands_art_direction(_StrandSubPanel, bpy.types.Panel):
     bl_label = "Art Direction"
 
@@ -265,6 +285,7 @@ classes = (
     OBJECT_PT_oriented_strands_damping,
     OBJECT_PT_oriented_strands_forces,
     OBJECT_PT_oriented_strands_collisions,
+    OBJECT_PT_oriented_strands_interaction,
     OBJECT_PT_oriented_strands_art_direction,
     OBJECT_PT_oriented_strands_solver,
     OBJECT_PT_oriented_strands_cache,

@@ -450,6 +450,95 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         update=_parameters_changed,
     )
 
+    # --- strand interaction ------------------------------------------------------------------
+    use_interaction: BoolProperty(
+        name="Interaction",
+        description=(
+            "Let the strands act on each other through a grid: hair keeps its volume and moves "
+            "as one mass (only the strands of this system interact)"
+        ),
+        default=False,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    interaction_friction: FloatProperty(
+        name="Friction",
+        description=(
+            "Share of a strand's motion relative to its neighbours taken away in 1/24 s: 0 lets "
+            "strands pass freely, 1 makes the hair move as one mass"
+        ),
+        default=0.2,
+        min=0.0,
+        max=1.0,
+        subtype="FACTOR",
+        update=_parameters_changed,
+    )
+    interaction_volume: FloatProperty(
+        name="Volume",
+        description=(
+            "Speed that hair packed to twice its target density gains in 1/24 s as it spreads "
+            "out again (0: hair may pack without limit)"
+        ),
+        default=0.5,
+        min=0.0,
+        soft_max=5.0,
+        unit="VELOCITY",
+        update=_parameters_changed,
+    )
+    interaction_target: EnumProperty(
+        name="Target Density",
+        description="The density above which hair pushes apart",
+        items=[
+            (
+                "REST",
+                "As Groomed",
+                "Each strand's own density in the drawn shape: a groom keeps its shape",
+            ),
+            ("VALUE", "Value", "One density for the whole system"),
+        ],
+        default="REST",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    interaction_density: FloatProperty(
+        name="Density",
+        description="Target density of the hair (mass of strands per volume of hair), kg/m³",
+        default=20.0,
+        min=1e-3,
+        soft_max=500.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    interaction_cell_size: FloatProperty(
+        name="Cell Size",
+        description="Size of the grid's cells (0: twice the segment length)",
+        default=0.0,
+        min=0.0,
+        soft_max=0.1,
+        subtype="DISTANCE",
+        unit="LENGTH",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    interaction_tip: FloatProperty(
+        name="Tip",
+        description="Interaction at the tip relative to the root",
+        default=1.0,
+        min=0.0,
+        soft_max=2.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    interaction_shape: FloatProperty(
+        name="Shape",
+        description="How the interaction goes from root to tip: 1 linear",
+        default=1.0,
+        min=0.05,
+        soft_max=8.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+
     # --- art direction -----------------------------------------------------------------------
     rest_shape: EnumProperty(
         name="Rest Shape",

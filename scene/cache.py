@@ -71,6 +71,7 @@ from .strands import (
     frames_per_second,
     gravity_vector,
     point_radius,
+    strand_interaction,
     strand_parameters,
 )
 
@@ -392,6 +393,7 @@ class StrandSystemRuntime:
         self._air = self._air_source(values)
         self._pose = _pose_trajectory(prepared, layout, model)
         self._constraints = _constraint_inputs(prepared, settings.model)
+        self._interaction = strand_interaction(layout, settings.model, values)
         self.layout, self.model, self._key = layout, model, key
         self._solver = settings.model.solver
         self._start_gravity = gravity_vector(settings, values)
@@ -413,6 +415,7 @@ class StrandSystemRuntime:
             obstacles=obstacles,
             joint_limits=joint_limits,
             constraint_settings=constraint_settings,
+            interaction=self._interaction,
         )
         simulation.reset(base_poses=self.prepared.matrices_at(self.prepared.frame_start))
         if self._start_rotations is not None:
@@ -466,6 +469,10 @@ class StrandSystemRuntime:
         for name, value in engine_parameters(self.layout, settings.model, values).items():
             simulation.set_parameter(name, value)
         simulation.set_parameter("gravity", gravity_vector(settings, values))
+        # Friction and volume may be animated; the grid is kept (Simulation.set_interaction).
+        interaction = strand_interaction(self.layout, settings.model, values)
+        if interaction is not None:
+            simulation.set_interaction(interaction)
         self._base = self._base_source(values)
         self._air = self._air_source(values)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
-from ..core import SolverSettings, StrandParameters, StrandSpec
+from ..core import SolverSettings, StrandInteraction, StrandParameters, StrandSpec
 from ..core.presets import PRESETS, bending_rigidity, mass_per_length, torsional_rigidity
 from .animation import fcurves_under, keyframes_fingerprint
 from .errors import SceneInputError
@@ -63,6 +63,18 @@ class ModelSettings:
     swing_limit: float  # rad, π: none
     twist_limit: float  # rad, π: none
     contact_iterations: int
+    interaction: InteractionSettings | None  # None: the strands pass through each other
+
+
+@dataclass(frozen=True)
+class InteractionSettings:
+    """The system's Interaction panel, flattened (the per-link weight is a root-to-tip profile;
+    friction and volume are animatable, read per frame)."""
+
+    target_density: float | None  # kg/m³, None: each strand's own density as drawn
+    cell_size: float | None  # m, None: automatic
+    tip: float
+    shape: float
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,16 @@ def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSetting
             swing_limit=props.swing_limit,
             twist_limit=props.twist_limit,
             contact_iterations=props.contact_iterations,
+            interaction=InteractionSettings(
+                target_density=(
+                    props.interaction_density if props.interaction_target == "VALUE" else None
+                ),
+                cell_size=props.interaction_cell_size or None,
+                tip=props.interaction_tip,
+                shape=props.interaction_shape,
+            )
+            if props.use_interaction
+            else None,
         ),
         frame_start=props.frame_start,
         frame_end=props.frame_end,
@@ -367,3 +389,20 @@ def preset_property_values(name: str) -> dict[str, float]:
         * float(preset.bending_rigidity().min() / preset.torsional_rigidity()),
         "air_drag": preset.drag / MILLI,
     }
+
+
+def strand_interaction(
+    layout: StrandLayout, model: ModelSettings, values: dict
+) -> StrandInteraction | None:
+    """The engine's interaction settings of a system at a frame's animated ``values`` (None
+    without interaction)."""
+    settings = model.interaction
+    if settings is None:
+        return None
+    return StrandInteraction(
+        friction=values["interaction_friction"],
+        volume=values["interaction_volume"],
+        target_density=settings.target_density,
+        cell_size=settings.cell_size,
+        weight=root_to_tip(layout.link_coordinate, settings.tip, settings.shape),
+    )

@@ -99,6 +99,7 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "Damping",
         "Forces",
         "Collisions",
+        "Interaction",
         "Art Direction",
         "Solver",
         "Cache",

@@ -8,7 +8,8 @@ from scene_builders import add_strand_system, poly_curve  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("extension")
 
-# What the engine can change while it runs (Simulation.set_parameter); everything else defines
+# What the engine can change while it runs (Simulation.set_parameter, set_interaction's friction
+# and volume); everything else defines
 # the strand model or the sampled input and must not pretend to be animatable.
 ANIMATABLE = {
     "ellipticity",
@@ -33,6 +34,8 @@ ANIMATABLE = {
     "pose_damping_time",
     "pose_tip",
     "pose_shape",
+    "interaction_friction",
+    "interaction_volume",
 }
 
 
@@ -57,6 +60,7 @@ def test_lengths_and_speeds_carry_blender_units():
     for name in ("segment_length", "branch_tolerance", "radius"):
         assert units[name] == "LENGTH"
     assert units["wind_velocity"] == "VELOCITY"
+    assert units["interaction_volume"] == "VELOCITY"
     assert units["custom_gravity"] == "ACCELERATION"
 
 
