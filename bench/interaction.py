@@ -12,9 +12,10 @@ on a shaking, nodding head, no obstacles) in one process each, in fresh interpre
 (its grid couples every tree at every substep), so the case without it does too, and the ratio
 measures the interaction's work alone. Volume: ``--drape-strands`` strands of 20 cm, 16 links,
 combed straight out of the upper half of a 10 cm head, fall onto it for ``--drape-seconds``
-with and without the default interaction; reported are the hair layer's thickness over the
-upper half (90th percentile of the points' height over the scalp) and the links' 95th-percentile
-density over their rest density. The table goes to standard output, the figures to
+with and without the interaction (``--drape-friction``, ``--drape-volume``: by default the
+engine's defaults); reported are the hair layer's thickness over the upper half (90th percentile
+of the points' height over the scalp) and the links' 95th-percentile density over their rest
+density. The table goes to standard output, the figures to
 ``bench/results/interaction-<host>-<UTC time>.json``.
 """
 
@@ -107,9 +108,9 @@ def run_both(strands: int, links: int, policy: FramePolicy) -> list[dict[str, An
     return results
 
 
-def drape(strands: int, seconds: float) -> list[dict[str, Any]]:
-    """Hair combed out of a head falling onto it, with and without the default interaction:
-    layer thickness and density over rest density (module docstring)."""
+def drape(strands: int, seconds: float, friction: float, volume: float) -> list[dict[str, Any]]:
+    """Hair combed out of a head falling onto it, with and without interaction (``friction``,
+    ``volume``): layer thickness and density over rest density (module docstring)."""
     core = importlib.import_module("oriented_strands.core")
     interaction_module = importlib.import_module("oriented_strands.core.interaction")
     links = 16
@@ -137,7 +138,7 @@ def drape(strands: int, seconds: float) -> list[dict[str, Any]]:
     head = core.build_obstacles([core.Sphere(HEAD_RADIUS, core.Material(0.0, 0.4, 0.3))])
     still = core.BaseMotion.still(model.base_rest_poses)
     rows = []
-    for interaction in (None, core.StrandInteraction()):
+    for interaction in (None, core.StrandInteraction(friction=friction, volume=volume)):
         simulation = core.Simulation(
             model, core.SolverSettings(workers=1), obstacles=head, interaction=interaction
         )
@@ -155,6 +156,8 @@ def drape(strands: int, seconds: float) -> list[dict[str, Any]]:
         rows.append(
             {
                 "interaction": interaction is not None,
+                "friction": friction,
+                "volume": volume,
                 "strands": strands,
                 "links": links,
                 "seconds": seconds,
@@ -182,7 +185,8 @@ def report(results: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) ->
         f"ratio {ratio:.2f} (target <= {TARGET_RATIO:g}: {verdict})",
         "",
         f"{rows[0]['strands']} strands x {rows[0]['links']} links combed out of a head, falling "
-        f"onto it for {rows[0]['seconds']:g} s",
+        f"onto it for {rows[0]['seconds']:g} s (interaction: friction {rows[1]['friction']:g}, "
+        f"volume {rows[1]['volume']:g} m/s)",
         "| interaction | layer thickness (mm) | 95th-percentile density / rest | s/frame |",
         "|---|---|---|---|",
     ]
@@ -205,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-frames", type=int, default=8)
     parser.add_argument("--drape-strands", type=int, default=600)
     parser.add_argument("--drape-seconds", type=float, default=1.0)
+    parser.add_argument("--drape-friction", type=float, default=0.2)
+    parser.add_argument("--drape-volume", type=float, default=0.5)
     args = parser.parse_args(argv)
     policy = FramePolicy(args.warmup_frames, args.min_frames, args.min_seconds, args.max_frames)
     workload = Workload(args.strands, args.links)
@@ -212,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         run_case(args.case, workload, policy)
         return
     results = run_both(args.strands, args.links, policy)
-    rows = drape(args.drape_strands, args.drape_seconds)
+    rows = drape(args.drape_strands, args.drape_seconds, args.drape_friction, args.drape_volume)
     print(report(results, rows))
     when = datetime.now(UTC)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
