@@ -10,45 +10,40 @@ One substep with constraints
    result is the state extrapolated to ``t + h`` that the swept contact query looks ahead to, and
    it holds nothing of the previous step's constraint forces: the paper's "remove the effect of
    the previous step's constraint forces" (§4, last paragraph) holds by construction.
-3. **Rows** (:meth:`ConstraintSolver.resolve`): contacts from :func:`.obstacles.find_contacts`
-   between the points at ``t`` and at the free ``t + h``; each gives a normal row and a friction
-   row along ``t = unit(v_t)``, the free tangential velocity at ``t + h`` relative to the obstacle
-   (the paper's ``unit(a_t + v_t/h)``: ``v_t(t) + h a_t`` is exactly that velocity; where it
-   vanishes, the same contact's tangent of the last pass, laid on its plane). Joint limits
-   near their swing cone or twist range (at ``t`` or the free end) give one row each; active
-   point paths and joint rotations give three bilateral rows each.
-4. **Operator from test solves**: a row is a unit load, a force along its direction at its point
-   (spatial force ``[(p − o) × n; n]`` on its link, as joint torques by
-   :func:`.dynamics.joint_load`) or a torque about its axis on its joint. Through an
-   articulated-body factorisation of the step's Newton matrix ``M + hD + h²K`` at the free step's
-   end (:func:`.dynamics.factorize`, :func:`.dynamics.solve`), a unit force held over the step
-   changes the joint velocities at ``t + h`` by ``h Y``, ``Y = solve(g)``, and every row's
-   velocity by ``h`` times its acceleration in that solve. Column ``c`` of every tree's operator
-   comes from one solve: every tree loads its own ``c``-th row at once (trees are independent),
-   and only over the levels down to the deepest row's (a load reaches only the levels above it).
-   This factorisation leaves out the link-local derivative of the velocity forces that the free
-   step's has: that term couples the tiny axial inertia of thin links to their bending
-   (gyroscopic), so a load across a strand would set it spinning about its axis; without it the
-   operator is symmetric up to the spring tangent's asymmetry (it is symmetrised). A tree that
-   took constraint forces in the step before leaves the term out of its free step
-   (``Data.constrained``), whose factorisation, at the free step's first guess, then serves
-   here; a tree coming into contact is factorised again at the free step's end, on a model of
-   the trees coming into contact only (so a tree's step depends only on the tree).
+3. **Contacts** (:meth:`ConstraintSolver.resolve`, :mod:`.contacts`): contacts from
+   :func:`.obstacles.find_contacts` between the points at ``t`` and at the free ``t + h``
+   correct the free step first, in joint space: their regularised laws (normal force ``κ`` times
+   the shortfall of the point's normal velocity at ``t + h`` from its target, Coulomb friction
+   while it pushes) enter the Newton matrix as link-local blocks, and a line-searched Newton
+   iteration over the contacts' pieces finds the correction (:meth:`.ObstacleContacts.correct`).
+   The targets: a speculative contact closes at most its gap within the step (no tunnelling, no
+   floating), a penetration is pushed out at ``β`` of its depth per step (at most
+   ``recovery_speed``), a point arriving faster than ``impact_speed`` leaves with the obstacle's
+   restitution of its arrival speed. The cost does not grow with the contacts per strand.
+4. **Rows**: joint limits near their swing cone or twist range (at ``t`` or the free end) give
+   one row each; active point paths and joint rotations give three bilateral rows each. A row
+   is a unit load, a force along its direction at its point (spatial force ``[(p − o) × n; n]``
+   on its link, as joint torques by :func:`.dynamics.joint_load`) or a torque about its axis on
+   its joint. Through an articulated-body factorisation of the step's Newton matrix
+   ``M + hD + h²K`` (with the contacts' blocks) at the free step's end (:func:`.dynamics.factorize`,
+   :func:`.dynamics.solve`), a unit force held over the step changes the joint velocities at
+   ``t + h`` by ``h Y``, ``Y = solve(g)``, and every row's velocity by ``h`` times its
+   acceleration in that solve. Column ``c`` of every tree's operator comes from one solve: every
+   tree loads its own ``c``-th row at once (trees are independent), and only over the levels
+   down to the deepest row's (a load reaches only the levels above it). This factorisation
+   leaves out the link-local derivative of the velocity forces that the free step's has: that
+   term couples the tiny axial inertia of thin links to their bending (gyroscopic), so a load
+   across a strand would set it spinning about its axis; without it the operator is symmetric
+   up to the spring tangent's asymmetry (it is symmetrised). A tree that took constraint forces
+   in the step before leaves the term out of its free step (``Data.constrained``), whose
+   factorisation, at the free step's first guess, then serves here; a tree coming under rows is
+   factorised again at the free step's end, on a model of those trees only (so a tree's step
+   depends only on the tree).
 5. **LCP** per tree, all trees in one batch (:func:`.lcp.solve_lcp`): ``A = h G N⁻¹ Gᵀ``
    (row velocity per newton), ``b = v_desired − v_free``, so ``w = A x − b`` is the row's velocity
-   at ``t + h`` above its desired value; a contact's normal and friction rows are updated
-   together (blocks of two; other rows are paired with padding). Desired velocities at ``t + h``
-   (the velocity form of eq. 14–17 that backward Euler calls for):
+   at ``t + h`` above its desired value (rows are paired with padding, blocks of two). Desired
+   velocities at ``t + h`` (the velocity form of eq. 14–17 that backward Euler calls for):
 
-   - contact normal, ``[0, ∞)``: ``v ≥ −d/h`` for a gap ``d ≥ 0`` (a speculative contact closes at
-     most its gap within the step: no tunnelling, no floating), ``v ≥ min(−β d/h, recovery_speed)``
-     for a penetration (pushed out at ``β`` of its depth per step, eq. 15's proportional term);
-   - **impact**: a point approaching faster than ``impact_speed`` at ``t`` leaves with
-     ``v ≥ −ν v_n(t)`` (restitution ``ν`` of the obstacle): the paper's impact impulse, solved in
-     the same LCP, so the velocities stay consistent with the positions;
-   - friction, ``[−μ x_n, μ x_n]``: ``v_t = 0``, i.e. the paper's ``a_t^d = −|v_t|/h``; ``μ`` is
-     the static coefficient while the point's tangential speed at ``t`` is below ``slip_speed``,
-     else the dynamic one;
    - joint limit, ``[0, ∞)``: the swing (or twist) angle at ``t + h``, linearised about the start
      of the step, stays within the limit; a joint past its limit at ``t`` returns to it within
      the step, at most at ``limit_recovery_speed``;
@@ -57,25 +52,26 @@ One substep with constraints
      target's is capped at ``path_speed``. A point's three rows lie along the line from its
      tree's root joint to the point and across it.
 
-   **Weak rows.** A point pushed or pulled along its own straight chain cannot move that way to
-   first order: its diagonal of ``A`` is nearly zero and the force that row asks for is bounded
-   only by the regularisation (10⁹ N on a hair). A point row whose diagonal is below
+   **Weak rows.** A point pulled along its own straight chain cannot move that way to first
+   order: its diagonal of ``A`` is nearly zero and the force that row asks for is bounded only
+   by the regularisation (10⁹ N on a hair). A point row whose diagonal is below
    ``weak_row_ratio`` of the most mobile row at the same point is compliant: its diagonal is
-   raised to that level, which bounds its force by what a healthy row would need. A weak row
-   that pushes its point toward the root is applied slightly off its line
-   (``buckling_tilt``), so that a straight strand buckles to a definite side at once.
+   raised to that level, which bounds its force by what a healthy row would need. (Contacts
+   pushed along their chain get the same compliance and a ``buckling_tilt``, :mod:`.contacts`.)
 6. **Apply**: the joint torques of all forces, one solve, ``w⁺ += h solve(Gᵀ x)``,
    ``q⁺ = q ⊗ exp(h w⁺)``. With two or more passes (by default for the trees with joint-limit
    rows in the substep, see :class:`ConstraintSettings`) a Newton iteration of the backward-Euler
-   residual with the forces as a load, through the free step's own kind of factorisation,
-   makes the state consistent with the forces (the operator is linear; it misses the Coriolis
-   coupling and the geometric stiffness of gravity and of the forces themselves), and each
-   further pass measures the rows again, removes the effect of the forces found so far (the
-   paper's §4 correction: ``b = v^d − v + A x``) and solves the LCP for the total, warm-started.
-   The last pass ends with its linear correction, so the rows hold to the accuracy of the LCP.
+   residual with the forces (the contacts' held at their values) as a load, through the free
+   step's own kind of factorisation, makes the state consistent with the forces (the operator
+   is linear; it misses the Coriolis coupling and the geometric stiffness of gravity and of the
+   forces themselves), and each further pass measures the rows again, removes the effect of the
+   forces found so far (the paper's §4 correction: ``b = v^d − v + A x``) and solves the LCP for
+   the total, warm-started. The last pass ends with its linear correction, so the rows hold to
+   the accuracy of the LCP.
 
-Host transfers: the contact query reads back its count (compaction), joint limits one count per
-kind of limit, and the assembly the row count of every tree (the LCP runs on groups of trees of
+Host transfers: the contact query reads back its count (compaction), the contact correction one
+flag per iteration and a few per refactorisation, joint limits one count per kind of limit, and
+the assembly the row count of every tree (the LCP runs on groups of trees of
 similar size, each padded to its own). Animated targets are copied in per substep.
 """
 
@@ -89,11 +85,12 @@ from typing import Any
 import numpy as np
 
 from . import dynamics, integrators, spatial
+from .contacts import ObstacleContacts, StepContacts
 from .dynamics import Data
 from .errors import InvalidInputError
 from .lcp import solve_lcp
 from .model import Model, select_trees
-from .obstacles import ObstacleMotion, Obstacles, find_contacts
+from .obstacles import ObstacleMotion, Obstacles
 from .spatial import cross, dot
 from .state import Control, State
 
@@ -105,7 +102,8 @@ class ConstraintSettings:
     Attributes
     ----------
     iterations : int
-        Projected Gauss–Seidel sweeps of the LCP per substep (Algorithm 2's ``K_iter``).
+        Projected Gauss–Seidel sweeps of the LCP (joint limits, paths, rotations) per substep
+        (Algorithm 2's ``K_iter``).
     relaxation : float in (0, 2)
         ``ω`` of the sweeps.
     regularization : float > 0
@@ -152,12 +150,25 @@ class ConstraintSettings:
         The fastest a point on a path is asked to approach its target, relative to the target's
         own motion: a target far away (or out of reach) is approached at this speed rather than
         with a force growing with the distance.
+    contact_stiffness : float >= 1
+        How stiff a contact with an obstacle is, as ``κ h / m``: its force ``κ`` per m/s that
+        its point falls short of the contact's target velocity, relative to the force that
+        stops the contact's link mass ``m`` within the step (:mod:`.contacts`). The target is
+        missed by ``1/contact_stiffness`` of the velocity change the contact makes.
+    contact_tolerance : float > 0, rad/s
+        The contact correction (:mod:`.contacts`) of a tree ends once its contacts keep their
+        pieces and it changes the tree's joint velocities by at most this in an iteration.
+    contact_iterations : int
+        The most iterations of a substep's contact correction; a tree unfinished then keeps its
+        last iterate (most finish in two or three).
     weak_row_ratio : float in (0, 1]
         ``κ``: a point row that moves its point less than ``κ`` times as easily as the most
         mobile row of the same point (its diagonal of ``A`` below ``κ`` times theirs: a point
         pushed or pulled along its own straight chain) is compliant: its diagonal is raised to
         that level, so it pushes at most with the force a row of ``κ`` times that mobility would
-        need, not with the force unbounded by a near-zero diagonal.
+        need, not with the force unbounded by a near-zero diagonal. Contacts with obstacles
+        whose normal lies within that mobility of the line from their tree's root joint to
+        their point are compliant alike (:mod:`.contacts`, *Weak contacts*).
     buckling_tilt : float >= 0
         ``η``: the force of a weak row that pushes its point toward its tree's root is applied up
         to ``η`` off its line, sideways from the point's link (the imperfection that lets a
@@ -188,12 +199,15 @@ class ConstraintSettings:
     path_stiffness: float = 2000.0
     path_damping: float = 80.0
     path_speed: float = 0.5
+    contact_stiffness: float = 1e5
+    contact_tolerance: float = 3e-3
+    contact_iterations: int = 8
     weak_row_ratio: float = 0.1
     buckling_tilt: float = 0.05
     passes: int | None = None
 
     def __post_init__(self) -> None:
-        counts = ("iterations",) if self.passes is None else ("iterations", "passes")
+        counts = ("iterations", "contact_iterations", *(() if self.passes is None else ("passes",)))
         for name in counts:
             value = getattr(self, name)
             if isinstance(value, bool) or int(value) != value or int(value) < 1:
@@ -206,9 +220,13 @@ class ConstraintSettings:
             raise InvalidInputError(
                 f"penetration_recovery must lie in (0, 1], got {self.penetration_recovery}"
             )
-        for name in ("regularization",):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise InvalidInputError(f"{name} must be a positive number")
+        for name in ("regularization", "contact_tolerance"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise InvalidInputError(f"{name} must be a positive number, got {value!r}")
+        stiffness = self.contact_stiffness
+        if not (isinstance(stiffness, int | float) and math.isfinite(stiffness) and stiffness >= 1):
+            raise InvalidInputError(f"contact_stiffness must be a number >= 1, got {stiffness!r}")
         for name in (
             "margin",
             "recovery_speed",
@@ -307,10 +325,9 @@ class _Rows:
 
     tree, link : (R,) int, level-major link; fraction : (R,) where the row's point lies along its
     link (0 for joint rows); direction : (3, R) world force direction,
-    or the link-frame torque axis of a joint row; joint : (R,) bool; lower, upper : (R,) bounds
-    (multiples of the normal force for friction rows); friction : (R,) bool, the row before is
-    its normal row; target : (R,) m/s or rad/s, the desired velocity at ``t + h`` along the row
-    (of the point, world; of the joint, link frame); bounded rows stop pushing above it.
+    or the link-frame torque axis of a joint row; joint : (R,) bool; lower, upper : (R,) bounds;
+    target : (R,) m/s or rad/s, the desired velocity at ``t + h`` along the row (of the point,
+    world; of the joint, link frame); bounded rows stop pushing above it.
     """
 
     tree: Any
@@ -320,12 +337,11 @@ class _Rows:
     joint: Any
     lower: Any
     upper: Any
-    friction: Any
     target: Any
 
     def with_padding(self, xp: Any) -> _Rows:
         """Each row followed by a padding row (no load, force held at 0), so that rows come in
-        the pairs the LCP sweeps update together (a contact's normal and friction rows)."""
+        the pairs the LCP sweeps update together."""
         count = self.tree.shape[0]
 
         def paired(values: Any, padding: Any) -> Any:
@@ -342,7 +358,6 @@ class _Rows:
             joint=paired(self.joint, self.joint),
             lower=zero(self.lower),
             upper=zero(self.upper),
-            friction=zero(self.friction),
             target=zero(self.target),
         )
 
@@ -356,7 +371,6 @@ class _Rows:
             "joint",
             "lower",
             "upper",
-            "friction",
             "target",
         )
         return _Rows(
@@ -397,25 +411,16 @@ class ConstraintSolver:
                 f"model on {backend.name}/{backend.dtype}; build both on the same backend"
             )
         self.obstacles = obstacles
-        self.obstacle_motion = None if obstacles is None else _still(obstacles)
-        colliding = np.nonzero(model.collides)[0]
-        fractions = np.asarray(self.settings.fractions, dtype=np.float64)
-        self._query_link = backend.from_host(np.tile(colliding, len(fractions)))
-        self._query_fraction = backend.from_host(np.repeat(fractions, len(colliding)))
-        self._query_radius = model.collision_radius[self._query_link]
-        # The friction tangent of each (query point, obstacle) contact in the last constraint
-        # pass, zero where there was none: a contact whose free tangential velocity vanishes
-        # keeps it (paper §5).
-        self._tangents = (
-            None
-            if obstacles is None
-            else model.xp.zeros(
-                (3, len(colliding) * len(fractions), obstacles.n_obstacles), dtype=backend.float
-            )
+        # Contacts with obstacles correct the free step in joint space (contacts module), before
+        # the rows of the joint limits and animated constraints.
+        self.contacts = (
+            None if obstacles is None else ObstacleContacts(model, obstacles, self.settings)
         )
         self._limits = None if joint_limits is None else _device_limits(model, joint_limits)
         self.bilateral: list[PointPath | JointRotation] = []
         self.stats = ConstraintStats()
+        # What the last substep's contact correction did (None without contacts in it).
+        self.last_contacts: StepContacts | None = None
         self._start: dict = {}
 
     # --- configuration ---------------------------------------------------------------------
@@ -447,24 +452,28 @@ class ConstraintSolver:
             )
         return self.obstacles, limits, self.settings
 
+    @property
+    def obstacle_motion(self) -> ObstacleMotion | None:
+        """The obstacles' poses and velocities of the last substep (None without obstacles)."""
+        return None if self.contacts is None else self.contacts.motion
+
     def reset(self) -> None:
         """Forget the last run: obstacles back at the identity pose, still; no statistics, no
-        friction tangents."""
-        if self.obstacles is not None:
-            self.obstacle_motion = _still(self.obstacles)
-            self._tangents[...] = 0.0
+        contacts remembered."""
+        if self.contacts is not None:
+            self.contacts.reset()
         self.stats = ConstraintStats()
         self._start = {}
 
     def set_obstacle_motion(self, motion: ObstacleMotion) -> None:
         """Obstacle poses and velocities for the next substep."""
-        if self.obstacles is None:
+        if self.contacts is None:
             raise InvalidInputError("this simulation has no obstacles to move")
         if not isinstance(motion, ObstacleMotion):
             raise InvalidInputError(
                 f"obstacle motion must be an ObstacleMotion, got {type(motion).__name__}"
             )
-        self.obstacle_motion = motion
+        self.contacts.set_motion(motion)
 
     def _level_major_link(self, strand: int, link: int) -> int:
         model = self.model
@@ -487,10 +496,8 @@ class ConstraintSolver:
         dynamics.link_velocities(model, data, state.q, state.w, control)
         origin = control.base_position[:, model.link_base]
         start: dict = {}
-        if self.obstacles is not None:
-            relative, velocity = _points(model, data, self._query_link, self._query_fraction)
-            start["query"] = relative + origin[:, self._query_link]
-            start["query_velocity"] = velocity
+        if self.contacts is not None:
+            self.contacts.begin(data, control)
         if self._limits is not None:
             start["limits"] = _swing_and_twist(model, state.q)
         active = [c for c in self.bilateral if c.active is None or bool(c.active(time + h))]
@@ -550,11 +557,16 @@ class ConstraintSolver:
         model, xp = self.model, self.model.xp
         dynamics.link_velocities(model, data, out.q, out.w, control)
         parts: list[_Rows] = []
-        contacts = limit_rows = bilateral_rows = 0
-        if self.obstacles is not None:
-            rows = self._contact_rows(data, control, h)
-            contacts = rows.tree.shape[0] // 2
-            parts.append(rows)
+        limit_rows = bilateral_rows = contacts = 0
+        touching = xp.zeros(model.n_trees, dtype=bool)
+        self.last_contacts = None
+        if self.contacts is not None:
+            corrected = self.contacts.correct(
+                data, state, control, h, out, self.settings.contact_tolerance
+            )
+            self.last_contacts, touching = corrected, corrected.touching
+            contacts = len(corrected.found)
+            dynamics.link_velocities(model, data, out.q, out.w, control)
         if self._limits is not None:
             rows = self._limit_rows(out, h)
             limit_rows = rows.tree.shape[0]
@@ -572,8 +584,8 @@ class ConstraintSolver:
         count = 0 if rows is None else rows.tree.shape[0]
         constrained = xp.zeros(model.n_trees, dtype=bool)
         if count == 0:
-            self.stats = ConstraintStats()
-            data.constrained[...] = constrained
+            self.stats = ConstraintStats(contacts=contacts)
+            self._settle(data, touching)
             return
         constrained[rows.tree] = True
         self._factorize_plain(data, control, out.q, h, constrained)
@@ -587,9 +599,16 @@ class ConstraintSolver:
                 repeated[limited_trees] = True
         largest = self._apply(data, state, control, rows, h, out, int(passes), repeated)
         self.stats = ConstraintStats(largest, contacts, limit_rows, bilateral_rows)
-        # Between its free steps a tree with rows takes constraint forces, which change its next
-        # free step's velocity change unpredictably: that step's first guess repeats the last
-        # change instead of extrapolating the last two (integrators.first_guess).
+        self._settle(data, constrained | touching)
+
+    def _settle(self, data: Data, constrained: Any) -> None:
+        """Record the trees that took constraint forces in the step, contacts' or rows'
+        (``data.constrained``): their next free step leaves the velocity derivative out of its
+        factorisation, as the constraint pass has it. Between its free steps such a tree takes
+        constraint forces, which change its next free step's velocity change unpredictably:
+        that step's first guess repeats the last change instead of extrapolating the last two
+        (integrators.first_guess)."""
+        model, xp = self.model, self.model.xp
         data.dw_previous[...] = xp.where(constrained[model.link_tree], data.dw, data.dw_previous)
         data.constrained[...] = constrained
 
@@ -600,25 +619,14 @@ class ConstraintSolver:
         docstring, step 4) for the ``constrained`` trees ((T,) bool).
 
         Those whose free step factorised it (``data.plain_trees``: they took constraint forces
-        in the step before) keep it. The others get it at the free step's end rotations ``q``,
-        factorised on a model of just those trees (:func:`.model.select_trees`, a few trees a
-        substep as strands come into contact) and copied into ``data``'s factorisation at their
-        links: a tree's factorisation depends only on the tree.
+        in the step before) keep it. The others get it at the free step's end rotations ``q``
+        (:func:`.dynamics.factorize_trees`: a tree's factorisation depends only on the tree).
         """
-        model, backend = self.model, self.model.backend
+        model = self.model
         missing = constrained & ~data.plain_trees
-        trees = np.nonzero(backend.to_host(missing))[0]
-        if not len(trees):
-            return
-        part, links = select_trees(model, trees)
-        chosen = backend.from_host(links)
-        part_data = Data.for_model(part)
-        for name in ("oR", "r", "c"):
-            setattr(part_data, name, getattr(data, name)[..., chosen])
-        block = integrators.joint_block(part, control.at_links(chosen), q[:, chosen], h)
-        dynamics.factorize(part, part_data, block)
-        for name in ("S", "UDinv", "DinvWt", "Dinv"):
-            getattr(data, name)[..., chosen] = getattr(part_data, name)
+        dynamics.factorize_trees(
+            model, data, missing, integrators.joint_block(model, control, q, h)
+        )
         data.plain_trees |= missing
 
     def limit_overshoot(self, out: State) -> float:
@@ -646,79 +654,6 @@ class ConstraintSolver:
         return float(self.model.backend.to_host(xp.max(overshoot)))
 
     # --- rows ------------------------------------------------------------------------------
-
-    def _contact_rows(self, data: Data, control: Control, h: float) -> _Rows:
-        model, xp, settings = self.model, self.model.xp, self.settings
-        relative, end_velocity = _points(model, data, self._query_link, self._query_fraction)
-        origin = control.base_position[:, model.link_base]
-        end = relative + origin[:, self._query_link]
-        found = find_contacts(
-            self.obstacles,
-            self.obstacle_motion,
-            self._start["query"],
-            end,
-            self._query_radius,
-            h,
-            settings.margin,
-        )
-        point, n = found.point, found.normal
-        link = self._query_link[point]
-        free = end_velocity[:, point] - found.obstacle_velocity
-        before = self._start["query_velocity"][:, point] - found.obstacle_velocity
-        normal_free = dot(n, free)
-        normal_before = dot(n, before)
-        d = found.distance
-        push_out = xp.minimum((-settings.penetration_recovery / h) * d, settings.recovery_speed)
-        recovery = xp.where(d >= 0.0, -d / h, push_out)
-        impact = normal_before < -settings.impact_speed
-        desired = xp.where(
-            impact, xp.maximum(recovery, -found.restitution * normal_before), recovery
-        )
-        tangential = free - normal_free * n
-        speed = xp.sqrt(dot(tangential, tangential))
-        moving = speed > 1e-12
-        # Where the free tangential velocity (so a_t and v_t) vanishes, the contact keeps its
-        # last pass's tangent, laid on its plane; a contact new there takes any tangent.
-        previous = self._tangents[:, point, found.obstacle]
-        previous = previous - dot(previous, n) * n
-        previous_length = xp.sqrt(dot(previous, previous))
-        kept = previous_length > 1e-6
-        resting = xp.where(
-            kept, previous / xp.where(kept, previous_length, 1.0), _perpendicular(xp, n)
-        )
-        tangent = xp.where(moving, tangential / xp.where(moving, speed, 1.0), resting)
-        self._tangents[...] = 0.0
-        self._tangents[:, point, found.obstacle] = tangent
-        slide = before - normal_before * n
-        mu = xp.where(
-            dot(slide, slide) < settings.slip_speed**2,
-            found.static_friction,
-            found.dynamic_friction,
-        )
-        count = point.shape[0]
-
-        def pair(normal_value: Any, friction_value: Any) -> Any:
-            # Each contact's normal row, then its friction row.
-            return xp.stack((normal_value, friction_value), axis=-1).reshape(
-                *normal_value.shape[:-1], 2 * count
-            )
-
-        tree = model.link_tree[link]
-        fraction = self._query_fraction[point]
-        false = xp.zeros(count, dtype=bool)
-        return _Rows(
-            tree=pair(tree, tree),
-            link=pair(link, link),
-            fraction=pair(fraction, fraction),
-            direction=pair(n, tangent),
-            joint=pair(false, false),
-            lower=pair(xp.zeros_like(mu), -mu),
-            upper=pair(xp.full_like(mu, xp.inf), mu),
-            friction=pair(false, xp.ones(count, dtype=bool)),
-            target=pair(
-                desired + dot(n, found.obstacle_velocity), dot(tangent, found.obstacle_velocity)
-            ),
-        )
 
     def _limit_rows(self, out: State, h: float) -> _Rows:
         """One row per joint whose swing or twist is within ``limit_margin`` of its limit at the
@@ -793,7 +728,6 @@ class ConstraintSolver:
             joint=false,
             lower=-infinite,
             upper=infinite,
-            friction=false,
             target=xp.concatenate([dot(axis, desired) for axis in basis]),
         )
 
@@ -860,7 +794,6 @@ class ConstraintSolver:
         lower = dense(rows.lower, 0.0)
         upper = dense(rows.upper, 0.0)
         target = dense(rows.target, 0.0)
-        normal_row = xp.where(dense(rows.friction, False, bool), xp.arange(m)[None, :] - 1, -1)
 
         operator = delassus_operator(model, data, link, arm, direction, joint, h, counts)
         operator = 0.5 * (operator + operator.transpose(0, 2, 1))
@@ -889,7 +822,6 @@ class ConstraintSolver:
                     rhs[part],
                     lower[part],
                     upper[part],
-                    normal_row[part],
                     iterations=int(settings.iterations),
                     regularization=regularization[part],
                     relaxation=settings.relaxation,
@@ -904,10 +836,16 @@ class ConstraintSolver:
             out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
             if correction + 1 < passes:
                 r = integrators.residual(model, data, state, out.q, out.w, control, h)
+                # The contacts' forces of the correction are loads here, held at their values,
+                # and their blocks stay in the matrix.
+                contacts = self.last_contacts
+                if contacts is not None:
+                    r = r - contacts.load
                 dynamics.factorize(
                     model,
                     data,
                     integrators.joint_block(model, control, out.q, h),
+                    None if contacts is None else contacts.link_block,
                     velocity_step=h,
                     control=control,
                 )
@@ -1051,13 +989,6 @@ def _operator_columns(
         )
 
 
-def _still(obstacles: Obstacles) -> ObstacleMotion:
-    """Every obstacle at the identity pose, at rest."""
-    return ObstacleMotion.from_host(
-        obstacles, np.broadcast_to(np.eye(4), (obstacles.n_obstacles, 4, 4))
-    )
-
-
 def _swing_and_twist(model: Model, q: Any) -> tuple[Any, Any, Any]:
     """Swing angle (N,), unit swing axis (3, N, link frame) and signed twist angle (N,) of every
     joint's deviation from its rest rotation, split ``twist ⊗ swing`` as for the springs."""
@@ -1096,7 +1027,7 @@ def _weak_rows(
     """The diagonal level below which a row is weak, and how weak each row is (T, m).
 
     A point row is compared with the most mobile row at the same point (same link and fraction:
-    a contact's normal and friction rows, a path's three rows): ``level = ratio × best``, and
+    a path's three rows): ``level = ratio × best``, and
     ``weakness = 1 − diagonal / level`` where the diagonal is below it (0 elsewhere, and for
     joint rows, whose torque always turns their own joint).
     """
@@ -1172,7 +1103,6 @@ def _joint_rows(
     only (``unilateral``) or both ways, toward joint velocities ``target`` along ``direction``."""
     count = link.shape[0]
     dtype = model.backend.float
-    false = xp.zeros(count, dtype=bool)
     infinite = xp.full(count, xp.inf, dtype=dtype)
     return _Rows(
         tree=model.link_tree[link],
@@ -1182,7 +1112,6 @@ def _joint_rows(
         joint=xp.ones(count, dtype=bool),
         lower=xp.zeros(count, dtype=dtype) if unilateral else -infinite,
         upper=infinite,
-        friction=false,
         target=target,
     )
 

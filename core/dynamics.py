@@ -33,8 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from . import spatial
-from .model import Model
+from .model import Model, select_trees
 from .spatial import add_cross, cross, dot, matmul, matTvec, matvec
 from .state import Control
 
@@ -674,8 +676,7 @@ def factorize(
     ``data.S``, ``UDinv``, ``DinvWt`` and ``Dinv``; ``data.IA`` is consumed.
     """
     xp = model.xp
-    data.S[:3] = data.oR
-    data.S[3:] = cross(xp, data.r[:, None], data.oR)
+    motion_subspaces(model, data)
     IA_links = data.IA
     _link_inertia(model, data, control, velocity_step, IA_links)
     if link_block is not None:
@@ -717,6 +718,70 @@ def factorize(
         # product per level fewer.
         matmul(xp, Dinv, StIA, data.DinvWt[:, :, level], scratch)
         data.UDinv[:, :, level] = UDinv
+
+
+def factorize_trees(
+    model: Model, data: Data, trees: Any, joint_block: Any, link_block: Any = None
+) -> None:
+    """:func:`factorize` again for some trees only (``trees``, (T,) bool on the device), at the
+    last kinematics in ``data``, the other trees' factors left as they are: on a model of just
+    those trees (:func:`.model.select_trees`) when they are fewer than half the forest, on the
+    whole forest with the others' factors restored otherwise. A tree's factors depend only on
+    the tree, so both give the same factors.
+
+    ``joint_block`` (3, 3, N) and ``link_block`` (6, 6, N) or None are the whole model's."""
+    backend = model.backend
+    chosen_trees = np.nonzero(backend.to_host(trees))[0]
+    if not len(chosen_trees):
+        return
+    names = ("S", "UDinv", "DinvWt", "Dinv")
+    if 2 * len(chosen_trees) >= model.n_trees:
+        kept = ~trees[model.link_tree]
+        saved = {name: getattr(data, name)[..., kept] for name in names}
+        factorize(model, data, joint_block, link_block)
+        for name in names:
+            getattr(data, name)[..., kept] = saved[name]
+        return
+    part, links = select_trees(model, chosen_trees)
+    chosen = backend.from_host(links)
+    part_data = Data.for_model(part)
+    for name in ("oR", "r", "c"):
+        setattr(part_data, name, getattr(data, name)[..., chosen])
+    factorize(
+        part,
+        part_data,
+        joint_block[..., chosen],
+        None if link_block is None else link_block[..., chosen],
+    )
+    for name in names:
+        getattr(data, name)[..., chosen] = getattr(part_data, name)
+
+
+def motion_subspaces(model: Model, data: Data) -> None:
+    """Each joint's motion subspace ``S`` (6, 3, N) at the last kinematics -> ``data.S``: the
+    spatial velocity ``[ω; r × ω]`` that a unit joint velocity about each link-frame axis gives
+    its link (and every link below it)."""
+    data.S[:3] = data.oR
+    data.S[3:] = cross(model.xp, data.r[:, None], data.oR)
+
+
+def subspace_velocities(model: Model, S: Any, w: Any, control: Control) -> Any:
+    """Spatial velocities (6, N) of every link, world-oriented about its tree's reference point,
+    from joint velocities ``w`` (3, N) through the motion subspaces ``S`` (6, 3, N) of a fixed
+    configuration (:func:`motion_subspaces`) and the control's base velocity: linear in ``w``."""
+    xp = model.xp
+    v0 = xp.concatenate((control.base_angular_velocity, control.base_linear_velocity))
+    velocity = matvec(xp, S, w)
+    _accumulate_down(model, velocity, v0, velocity)
+    return velocity
+
+
+def subspace_load(model: Model, S: Any, link_force: Any) -> Any:
+    """Joint torques (3, N) of spatial forces (6, N) on links through the motion subspaces ``S``
+    of a fixed configuration: the transpose of :func:`subspace_velocities`."""
+    subtree_force = link_force.copy()
+    _accumulate_up(model, subtree_force)
+    return matTvec(model.xp, S, subtree_force)
 
 
 def solve(model: Model, data: Data, b: Any, answered_depth: int | None = None) -> Any:

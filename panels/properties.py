@@ -442,10 +442,13 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
     )
     contact_iterations: IntProperty(
         name="Contact Iterations",
-        description="Sweeps of the contact solver per substep: more resolves crowded contacts",
-        default=40,
+        description=(
+            "Most iterations of the contact correction per substep: more resolves crowded "
+            "contacts (most strands need two or three)"
+        ),
+        default=8,
         min=1,
-        soft_max=200,
+        soft_max=40,
         options=STATIC,
         update=_parameters_changed,
     )

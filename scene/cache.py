@@ -562,4 +562,4 @@ def _constraint_inputs(prepared: PreparedInput, model: ModelSettings) -> tuple:
     )
     if obstacles is None and joint_limits is None:
         return None, None, None
-    return obstacles, joint_limits, ConstraintSettings(iterations=model.contact_iterations)
+    return obstacles, joint_limits, ConstraintSettings(contact_iterations=model.contact_iterations)

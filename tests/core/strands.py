@@ -142,6 +142,38 @@ def hair_on_head(backend, n_strands: int, n_links: int) -> tuple[Model, Obstacle
     return model, obstacles
 
 
+def hair_combed_over_scalp(backend, n_strands: int, n_links: int) -> tuple[Model, Obstacles]:
+    """Soft strands (25 cm, bending and twisting rigidity 2·10⁻⁵ N·m²) rooted on a Fibonacci
+    lattice over the upper half of :func:`hair_on_head`'s head, each combed down its meridian
+    (tilted 0.1 rad outward) so that gravity lays it on the head: many contacts per strand."""
+    index = np.arange(n_strands) + 0.5
+    z = 1.0 - index / n_strands
+    ring = np.sqrt(1.0 - z * z)
+    azimuth = math.pi * (3.0 - math.sqrt(5.0)) * index
+    outward = np.stack((ring * np.cos(azimuth), ring * np.sin(azimuth), z), axis=1)
+    down = np.stack((z * np.cos(azimuth), z * np.sin(azimuth), -ring), axis=1)
+    strands = [
+        StrandSpec(polyline(n_links, 0.25, direction=d + 0.1 * o, start=0.1 * o))
+        for o, d in zip(outward, down, strict=True)
+    ]
+    weight = np.tile([0.0] + [1.0] * (n_links - 1), n_strands)
+    model = build_model(
+        strands,
+        StrandParameters(
+            mass_per_length=0.01,
+            radius=1e-3,
+            bend_stiffness=2e-5,
+            twist_stiffness=2e-5,
+            bend_damping=2e-7,
+            twist_damping=2e-7,
+            collision_radius=2e-3,
+            collision_weight=weight,
+        ),
+        backend=backend,
+    )
+    return model, hair_on_head(backend, 1, 2)[1]
+
+
 # The head's turn: ±90° about z at up to 360°/s.
 HEAD_TURN_PEAK = 2 * math.pi  # rad/s
 

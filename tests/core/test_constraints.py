@@ -36,6 +36,7 @@ from strands import (
     FREE,
     HEAD_TURN_PEAK,
     STILL,
+    hair_combed_over_scalp,
     hair_on_head,
     polyline,
     random_tree,
@@ -290,14 +291,14 @@ def test_a_rod_on_an_incline_sticks_or_slides_by_coulombs_law(backend, static_fr
     assert measured == pytest.approx(expected, rel=0.05)
 
 
-def test_a_resting_contact_keeps_the_friction_tangent_of_its_last_step(backend):
-    """Where a contact's free tangential velocity vanishes (a_t and v_t both zero), its friction
-    row keeps the tangent of the step before (paper §5). A pinned rod pointing along (1, 1, −1),
-    its tip 0.5 mm into a floor, no gravity: pushed out at `recovery_speed` v, the tip can only
-    move across the rod, so it also moves sideways, by v along whichever floor axis friction
-    leaves free. After a step with the floor sliding along x under it, friction holds the tip's x
-    velocity and it moves along y; a contact new at rest takes a tangent of its own (the floor's
-    y axis here), and the tip moves along x."""
+@pytest.mark.parametrize("floor_speed", [0.0, 0.01])
+def test_sticking_friction_holds_both_axes_of_the_contact_plane(backend, floor_speed):
+    """Friction is isotropic in the contact plane: a pinned rod pointing along (1, 1, −1), its
+    tip 0.5 mm into a floor, no gravity, friction high enough to stick: pushed out at
+    ``recovery_speed`` v, the tip can only move across the rod (``u_x + u_y = u_z``), and
+    sticking friction leaves it the least slip over the floor that allows: with the floor
+    sliding along x at s, ``(u_x, u_y) = ((v + s)/2, (v − s)/2)`` (least squares of the slip
+    under the rod's constraint), within 2% of v (the contacts' regularisation)."""
     length, radius, h = 0.2, 2e-3, 1 / 240
     tip = length * np.array([1.0, 1.0, -1.0]) / math.sqrt(3.0)
     model = build_model(
@@ -309,29 +310,19 @@ def test_a_resting_contact_keeps_the_friction_tangent_of_its_last_step(backend):
     floor = _pose(position=(0.0, 0.0, tip[2] - radius + 5e-4))
     settings = ConstraintSettings(fractions=(1.0,))
     speed = settings.recovery_speed
-
-    def pushed_out(slid_before: bool) -> np.ndarray:
-        sim = Simulation(
-            model,
-            SolverSettings(substeps=1),
-            gravity=(0.0, 0.0, 0.0),
-            obstacles=obstacles,
-            constraint_settings=settings,
-        )
-        if slid_before:
-            start = sim.state.copy()
-            sliding = ObstacleMotion.from_host(
-                obstacles, floor[None], np.zeros((1, 3)), np.array([[0.01, 0.0, 0.0]])
-            )
-            sim.advance(h, STILL, obstacle_motion=sliding)
-            sim.state.q[...], sim.state.w[...] = start.q, start.w
-        sim.advance(h, STILL, obstacle_motion=_placed(obstacles, floor))
-        return _tip_velocity(sim)
-
-    held_x = pushed_out(slid_before=True)
-    np.testing.assert_allclose(held_x, [0.0, speed, speed], rtol=0, atol=1e-3 * speed)
-    held_y = pushed_out(slid_before=False)
-    np.testing.assert_allclose(held_y, [speed, 0.0, speed], rtol=0, atol=1e-3 * speed)
+    sim = Simulation(
+        model,
+        SolverSettings(substeps=1),
+        gravity=(0.0, 0.0, 0.0),
+        obstacles=obstacles,
+        constraint_settings=settings,
+    )
+    sliding = ObstacleMotion.from_host(
+        obstacles, floor[None], np.zeros((1, 3)), np.array([[floor_speed, 0.0, 0.0]])
+    )
+    sim.advance(h, STILL, obstacle_motion=sliding)
+    expected = [(speed + floor_speed) / 2, (speed - floor_speed) / 2, speed]
+    np.testing.assert_allclose(_tip_velocity(sim), expected, rtol=0, atol=0.02 * speed)
 
 
 @pytest.mark.parametrize("restitution", [0.5, 0.8])
@@ -500,6 +491,30 @@ def test_hair_on_a_turning_head_stays_outside_head_and_neck(backend, seconds):
         contacts = max(contacts, sim.constraint_stats.contacts)
         assert sim.energy()[0] < energy_bound
     assert contacts > 0
+    assert deepest < 0.1 * 2e-3
+
+
+@pytest.mark.slow
+def test_soft_hair_combed_over_a_turning_head_lies_on_it_without_diverging(backend):
+    """Forty soft strands combed over the scalp lie on the head with up to 17 contacts each while
+    it turns ±90° at up to 360°/s (the contacts' linear complementarity problem of the paper's
+    §5 diverged on this scene in its first frames): 2 s run, finite, no point ever deeper than
+    10% of its collision radius into the head or the neck (measured: 0.4%), many contacts per
+    strand. NumPy only (18 s)."""
+    if backend.name != "numpy":
+        pytest.skip("the long run is for the NumPy backend")
+    model, obstacles = hair_combed_over_scalp(backend, n_strands=40, n_links=16)
+    head, obstacle_motion = turning_head(obstacles)
+    sim = Simulation(model, SolverSettings(substeps=4), obstacles=obstacles)
+    deepest, contacts = 0.0, 0
+    for _ in range(48):
+        sim.advance(1 / 24, head, obstacle_motion=obstacle_motion)
+        points = _interior_points(model, sim.points())
+        assert np.isfinite(points).all()
+        distance, _ = signed_distances(obstacles, obstacle_motion(sim.time), points.T)
+        deepest = max(deepest, 2e-3 - float(distance.min()))
+        contacts = max(contacts, sim.constraint_stats.contacts)
+    assert contacts > 10 * model.n_strands
     assert deepest < 0.1 * 2e-3
 
 
@@ -735,8 +750,10 @@ def test_trees_with_joint_limits_take_two_passes_and_the_others_one(backend):
     """By default the trees with joint-limit rows in a substep solve their LCP in two passes and
     the others in one: of a strand falling onto a plane and a strand falling into its swing
     cones, stepped together, each ends as it does stepped alone with ``passes=1`` and
-    ``passes=2`` respectively, and the other count would have given it another state. (Steps
-    that leave a cone are not subdivided here: a subdivision halves the steps of every tree.)"""
+    ``passes=2`` respectively. The other count would have given the limited strand another
+    state; the strand on the plane is corrected by its contacts, which are not rows, and ends
+    the same at either count. (Steps that leave a cone are not subdivided here: a subdivision
+    halves the steps of every tree.)"""
     falling = polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.0, 0.01))
     limited = polyline(4, 0.2, direction=(1.0, 0.0, 0.0), start=(0.0, 0.5, 1.0))
     plane = build_obstacles([Plane(Material(0.0, 0.4, 0.3))], backend)
@@ -763,7 +780,10 @@ def test_trees_with_joint_limits_take_two_passes_and_the_others_one(backend):
         links = slice(4 * strand, 4 * strand + 4)
         np.testing.assert_allclose(together[links], alone, rtol=0, atol=1e-10)
         other = final_velocities([points], swing, 3 - passes)
-        assert np.abs(other - alone).max() > 1e-6
+        if strand:
+            assert np.abs(other - alone).max() > 1e-6
+        else:
+            np.testing.assert_allclose(other, alone, rtol=0, atol=1e-10)
 
 
 def test_a_tree_under_constraint_forces_repeats_its_last_velocity_change_as_first_guess(backend):
