@@ -7,6 +7,7 @@ Usage (from the repository root, in ``.venv/blender``)::
     python bench/collisions.py --strands 100 --links 16 --warmup-frames 6
     python bench/collisions.py --workers 2               # both cases in two processes
     python bench/collisions.py --strands 300 --links 16 --bend-rigidity 2e-5   # dense contact
+    python bench/collisions.py --head deforming          # the head a deforming 20,000-triangle mesh
 
 Both cases run in fresh interpreters (``python -m bench.collisions --case ...``) on the same
 strands: the bench workload's (:mod:`bench.workload`: 25 cm guide strands on a 10 cm head that
@@ -18,7 +19,10 @@ the head (its angular velocity enters the contacts), the neck capsule (5 cm radi
 head, so the timed frames (a fixed number, so that every run times the same contacts) have many
 contacts. Both cases step all trees in one process
 (``--workers N``: in N worker processes each), so the ratio measures the constraint work alone.
-The table goes to standard output, the figures to
+With ``--head deforming`` the head is a
+``TriangleMesh`` of 19,740 triangles on the sphere, deforming (its vertices breathe radially by
+2 % at 1 Hz in its frame) and so queried against its triangles at every substep. The table goes
+to standard output, the figures to
 ``bench/results/collisions-<host>-<UTC time>.json``.
 """
 
@@ -56,6 +60,8 @@ LOWEST_ROOT = math.radians(-30.0)
 COLLISION_RADIUS = 2e-3  # m
 NECK = ((0.0, 0.0, -0.25), (0.0, 0.0, -0.08), 0.05)  # capsule start, end (m), radius (m)
 TARGET_RATIO = 3.0
+# The deforming head: a UV sphere of this many segments and rings, breathing this much at 1 Hz.
+HEAD_SEGMENTS, HEAD_RINGS, BREATH = 141, 71, 0.02
 
 
 @dataclass(frozen=True)
@@ -94,12 +100,37 @@ class ScalpWorkload(Workload):
         return np.stack((ring * np.cos(azimuth), ring * np.sin(azimuth), z), axis=1)
 
 
+def head_mesh(radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """A closed UV sphere: vertices (V, 3) on the sphere of ``radius``, triangles (F, 3)."""
+    theta = np.pi * np.arange(1, HEAD_RINGS) / HEAD_RINGS
+    phi = 2 * np.pi * np.arange(HEAD_SEGMENTS) / HEAD_SEGMENTS
+    ring = np.stack(
+        (
+            np.outer(np.sin(theta), np.cos(phi)).ravel(),
+            np.outer(np.sin(theta), np.sin(phi)).ravel(),
+            np.repeat(np.cos(theta), HEAD_SEGMENTS),
+        ),
+        axis=1,
+    )
+    vertices = radius * np.vstack(([0.0, 0.0, 1.0], ring, [0.0, 0.0, -1.0]))
+    n, last = HEAD_SEGMENTS, len(vertices) - 1
+    j = np.arange(n)
+    triangles = [np.stack((np.zeros(n, int), 1 + j, 1 + (j + 1) % n), axis=1)]
+    for i in range(HEAD_RINGS - 2):
+        a, b = 1 + i * n + j, 1 + i * n + (j + 1) % n
+        triangles += [np.stack((a, a + n, b), axis=1), np.stack((b, a + n, b + n), axis=1)]
+    base = 1 + (HEAD_RINGS - 2) * n
+    triangles.append(np.stack((base + j, np.full(n, last), base + (j + 1) % n), axis=1))
+    return vertices, np.concatenate(triangles)
+
+
 def build(
     core: Any,
     workload: ScalpWorkload,
     obstacles: bool,
     passes: int | None = None,
     workers: int = 1,
+    head: str = "sphere",
 ) -> tuple[Any, Any]:
     """The simulation, and the obstacles' motion as a function of time (None without them)."""
     weight = np.tile([0.0] + [1.0] * (workload.links - 1), workload.strands)
@@ -111,18 +142,32 @@ def build(
     if not obstacles:
         return core.Simulation(model, settings), None
     skin = core.Material(0.0, 0.4, 0.3)
-    shapes = core.build_obstacles(
-        [
-            core.Sphere(workload.head_radius, skin, name="head"),
-            core.Capsule(*NECK, skin, name="neck"),
-        ]
-    )
+    if head == "deforming":
+        vertices, triangles = head_mesh(workload.head_radius)
+        cell = 2 * np.pi * workload.head_radius / HEAD_SEGMENTS
+        head_shape = core.TriangleMesh(
+            vertices, triangles, cell, material=skin, name="head", deforming=True
+        )
+    else:
+        head_shape = core.Sphere(workload.head_radius, skin, name="head")
+    shapes = core.build_obstacles([head_shape, core.Capsule(*NECK, skin, name="neck")])
 
     def motion(t: float) -> Any:
-        head = head_motion(core, t)
+        turning = head_motion(core, t)
         poses = np.stack((np.eye(4), np.eye(4)))
-        poses[0, :3, :3] = head.rotation[0]
-        spin = np.stack((head.angular_velocity[0], np.zeros(3)))
+        poses[0, :3, :3] = turning.rotation[0]
+        spin = np.stack((turning.angular_velocity[0], np.zeros(3)))
+        if head == "deforming":
+            rate = 2 * np.pi
+            scale = 1.0 + BREATH * math.sin(rate * t)
+            growth = BREATH * rate * math.cos(rate * t)
+            return core.ObstacleMotion.from_host(
+                shapes,
+                poses,
+                spin,
+                mesh_vertices={0: scale * vertices},
+                mesh_velocities={0: growth * vertices},
+            )
         return core.ObstacleMotion.from_host(shapes, poses, spin)
 
     constraints = core.ConstraintSettings(passes=passes)
@@ -132,13 +177,18 @@ def build(
 
 
 def run_case(
-    case: str, workload: ScalpWorkload, policy: FramePolicy, passes: int | None, workers: int
+    case: str,
+    workload: ScalpWorkload,
+    policy: FramePolicy,
+    passes: int | None,
+    workers: int,
+    head: str = "sphere",
 ) -> None:
     """Time one case in this interpreter and print its JSON line."""
     core = importlib.import_module("oriented_strands.core")
     base = functools.partial(head_motion, core)
     start = time.perf_counter()
-    simulation, obstacle_motion = build(core, workload, case == "obstacles", passes, workers)
+    simulation, obstacle_motion = build(core, workload, case == "obstacles", passes, workers, head)
     build_seconds = time.perf_counter() - start
     contacts: list[int] = []
     rows: list[int] = []
@@ -178,6 +228,7 @@ def run_case(
         largest_problem_rows=int(np.max(rows)),
         deepest_penetration=deepest,
         passes=passes,
+        head=head,
         processes=simulation.processes,
         substeps=SUBSTEPS_PER_FRAME,
         numpy=np.__version__,
@@ -208,6 +259,7 @@ def run_both(
     passes: int | None,
     workers: int,
     bend_rigidity: float | None,
+    head: str,
 ) -> list[dict[str, Any]]:
     """Each case in its own interpreter; their JSON results."""
     results = []
@@ -222,6 +274,7 @@ def run_both(
             *([] if passes is None else [f"--passes={passes}"]),
             *([] if bend_rigidity is None else [f"--bend-rigidity={bend_rigidity!r}"]),
             f"--workers={workers}",
+            f"--head={head}",
             *policy.as_arguments(),
         ]
         finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
@@ -244,7 +297,7 @@ def report(results: Sequence[dict[str, Any]]) -> str:
         "| case | s/frame (median) | contacts (mean, max) | largest tree problem (rows) |",
         "|---|---|---|---|",
         f"| no obstacles | {free['seconds_per_frame']:.3g} | – | – |",
-        f"| head + neck | {obstacles['seconds_per_frame']:.3g} | "
+        f"| head ({obstacles['head']}) + neck | {obstacles['seconds_per_frame']:.3g} | "
         f"{obstacles['contacts_mean']:.0f}, {obstacles['contacts_max']} | "
         f"{obstacles['largest_problem_rows']} |",
         f"contacts per strand {obstacles['contacts_mean'] / obstacles['strands']:.1f} (mean);",
@@ -275,14 +328,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="bending and twisting rigidity, N m^2 (default: the workload's 2e-4); soft hair "
         "lies on the head with many contacts",
     )
+    parser.add_argument(
+        "--head",
+        choices=("sphere", "deforming"),
+        default="sphere",
+        help="the head obstacle: a sphere, or a deforming 19,740-triangle mesh",
+    )
     args = parser.parse_args(argv)
     policy = FramePolicy(args.warmup_frames, args.min_frames, args.min_seconds, args.max_frames)
     workload = soft_workload(args.strands, args.links, args.bend_rigidity)
     if args.case:
-        run_case(args.case, workload, policy, args.passes, args.workers)
+        run_case(args.case, workload, policy, args.passes, args.workers, args.head)
         return
     results = run_both(
-        args.strands, args.links, policy, args.passes, args.workers, args.bend_rigidity
+        args.strands,
+        args.links,
+        policy,
+        args.passes,
+        args.workers,
+        args.bend_rigidity,
+        args.head,
     )
     print(report(results))
     when = datetime.now(UTC)

@@ -43,6 +43,7 @@ from .obstacles import (
     Plane,
     Sphere,
     TriangleMesh,
+    VertexTrajectory,
     build_obstacles,
     find_contacts,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "StrandParameters",
     "StrandSpec",
     "TriangleMesh",
+    "VertexTrajectory",
     "Turbulence",
     "VortexField",
     "Wind",

@@ -65,11 +65,11 @@ takes).
 
 The contacts are found along the free sweep, and the correction can turn a point toward an
 obstacle that sweep missed (a strand pushed off the head at one point swings in at another):
-the points are swept again from the start to the corrected end, and the contacts found only
-there join, their trees iterating on. The trees unfinished after ``contact_iterations``
-iterations (new contacts, or pieces still changing) go on, on a model of their own, for
-:data:`TAIL_ITERATIONS` times as many: a few trees' iterations then cost what those trees do,
-not a whole-forest solve each.
+the points of the trees it moved are swept again from the start to the corrected end, and
+the contacts found only there join, their trees iterating on. The trees unfinished after
+``contact_iterations`` iterations (new contacts, or pieces still changing) go on, on a model
+of their own, for :data:`TAIL_ITERATIONS` times as many: a few trees' iterations then cost what
+those trees do, not a whole-forest solve each.
 
 Friction
 --------
@@ -371,12 +371,18 @@ class ObstacleContacts:
         self._start_velocity = velocity
 
     def find(
-        self, data: Data, control: Control, h: float, end_frames: Data | None = None
+        self,
+        data: Data,
+        control: Control,
+        h: float,
+        end_frames: Data | None = None,
+        points: Any = None,
     ) -> ContactSet:
-        """The contacts of the points sweeping from their positions at the step's start to where
-        the last kinematics in ``data`` (or the link frames ``end_frames``) puts them at its end
-        (:func:`.obstacles.find_contacts`, with ``margin``), described at the start, their arms
-        and weakness in ``data``'s configuration.
+        """The contacts of the query points (all, or the indices ``points``) sweeping from their
+        positions at the step's start to where the last kinematics in ``data`` (or the link
+        frames ``end_frames``) puts them at its end (:func:`.obstacles.find_contacts`, with
+        ``margin``), described at the start, their arms and weakness in ``data``'s
+        configuration.
 
         The target normal velocity relative to the surface: ``−d/h`` for a gap ``d ≥ 0`` (a
         speculative contact closes at most its gap within the step: no tunnelling, no floating
@@ -385,23 +391,25 @@ class ObstacleContacts:
         the obstacle's restitution times its arrival speed.
         """
         model, xp, settings = self.model, self.model.xp, self.settings
+        swept = xp.arange(len(self._query_link)) if points is None else points
+        swept_link = self._query_link[swept]
         relative, _ = point_motion(
             model,
             data if end_frames is None else end_frames,
-            self._query_link,
-            self._query_fraction,
+            swept_link,
+            self._query_fraction[swept],
         )
-        end = relative + control.base_position[:, model.link_base][:, self._query_link]
+        end = relative + control.base_position[:, model.link_base][:, swept_link]
         found = find_contacts(
             self.obstacles,
             self.motion,
-            self._start_position,
+            self._start_position[:, swept],
             end,
-            self._query_radius,
+            self._query_radius[swept],
             h,
             settings.margin,
         )
-        point, n = found.point, found.normal
+        point, n = swept[found.point], found.normal
         link = self._query_link[point]
         arrival = dot(n, self._start_velocity[:, point] - found.obstacle_velocity)
         d = found.distance
@@ -479,7 +487,10 @@ class ObstacleContacts:
             control.base_rotation,
             control.base_position,
         )
-        swept = self.find(data, control, h, self._corrected)
+        # Only the points of trees the correction moved have new paths.
+        moved = dynamics.tree_max(model, xp.max(xp.abs(iterate.delta), axis=0)) > 0.0
+        moved_points = xp.nonzero(moved[model.link_tree[self._query_link]])[0]
+        swept = self.find(data, control, h, self._corrected, moved_points)
         new = ~xp.isin(swept.key, found.key)
         if bool(to_host(xp.any(new))):
             added = swept.restricted(new, xp.arange(model.n_links), model.link_tree)

@@ -54,7 +54,7 @@ Arrays on the device are component-major as in the rest of the engine: ``(3, P)`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,7 @@ import numpy as np
 from .backend import Backend, get_backend
 from .base_motion import _finite_array, _rigid_parts
 from .errors import InvalidInputError
+from .triangles import SurfaceHits, query_surface, surface_topology
 
 # Sphere tracing of mesh obstacles: advances along a path, and how close (in grid cells) a traced
 # sample must come to count as touching. Perpendicular approaches land on the surface in one
@@ -139,12 +140,19 @@ class Capsule:
 
 @dataclass(frozen=True)
 class TriangleMesh:
-    """A closed (watertight) triangle mesh in the obstacle's frame, stored as a signed-distance
-    grid of ``cell_size`` (m) covering the mesh and ``padding`` (m) around it.
+    """A triangle mesh in the obstacle's frame.
 
-    ``padding`` must exceed the largest collision radius plus contact margin of the strands that
-    meet the mesh (outside the grid distances are extrapolated, less accurately); default: three
-    cells.
+    A rigid closed (watertight) mesh is stored as a signed-distance grid of ``cell_size`` (m)
+    covering the mesh and ``padding`` (m) around it. ``padding`` must exceed the largest
+    collision radius plus contact margin of the strands that meet the mesh (outside the grid
+    distances are extrapolated, less accurately); default: three cells.
+
+    A ``deforming`` mesh takes its vertices at every substep from :class:`ObstacleMotion` (in the
+    obstacle's frame, with their velocities there), and an open mesh (an edge not shared by two
+    triangles: a collar, a brim, a single-sided plane) has no inside: both are queried against
+    their triangles directly (:mod:`.triangles`), ``cell_size`` being the spacing of the query's
+    broad-phase grid (about the triangles' size). ``thickness`` (m) thickens the surface on
+    both sides (on the outside only for a closed mesh); an open mesh needs one.
     """
 
     vertices: Any
@@ -153,6 +161,8 @@ class TriangleMesh:
     padding: float | None = None
     material: Material = field(default_factory=Material)
     name: str = "mesh"
+    deforming: bool = False
+    thickness: float = 0.0
 
 
 Shape = Plane | Sphere | Capsule | TriangleMesh
@@ -165,8 +175,9 @@ class Obstacles:
 
     Obstacles are numbered ``0 … K-1`` in the order they were given (the order of
     :class:`ObstacleMotion` and of ``Contacts.obstacle``). Internally they are grouped by kind:
-    planes, spheres, capsules, meshes, each kind a contiguous range ``kind_bounds[kind]`` of the
-    *kind order*.
+    planes, spheres, capsules, rigid closed meshes (signed-distance grids), then surfaces (deforming
+    or open meshes, queried against their triangles), each kind a contiguous range
+    ``kind_bounds[kind]`` of the *kind order*.
 
     Attributes
     ----------
@@ -175,7 +186,7 @@ class Obstacles:
     names : tuple of str, given order
     kind_bounds : dict of str -> (int, int)
         Host ``(start, stop)`` of each kind (``"plane"``, ``"sphere"``, ``"capsule"``,
-        ``"mesh"``) in kind order.
+        ``"mesh"``, ``"surface"``) in kind order.
     kind_order : device int (K,)
         Given index of each obstacle in kind order.
     sphere_radius : device float (n_spheres,), m
@@ -190,6 +201,14 @@ class Obstacles:
     grid_origin : device float (3, n_meshes), m, local
         Position of node ``(0, 0, 0)``.
     grid_cell : device float (n_meshes,), m
+    grid_thickness : device float (n_meshes,), m
+    surfaces : tuple of :class:`.triangles.SurfaceTopology`, one per surface (kind order)
+    surface_obstacle : tuple of int
+        Given index of each surface.
+    surface_vertices : tuple of device float (3, V), m, local
+        Each surface's vertices as given (where a deforming one is when its motion has none).
+    surface_deforming : tuple of bool
+    surface_cell, surface_thickness : tuple of float, m
     restitution, static_friction, dynamic_friction : device float (K,), kind order
     """
 
@@ -207,6 +226,13 @@ class Obstacles:
     grid_shape: Any
     grid_origin: Any
     grid_cell: Any
+    grid_thickness: Any
+    surfaces: tuple
+    surface_obstacle: tuple
+    surface_vertices: tuple
+    surface_deforming: tuple
+    surface_cell: tuple
+    surface_thickness: tuple
     restitution: Any
     static_friction: Any
     dynamic_friction: Any
@@ -225,12 +251,18 @@ class ObstacleMotion:
         World position of each obstacle's origin.
     angular_velocity : (3, K) float, rad/s, world
     linear_velocity : (3, K) float, m/s, world, of the obstacle's origin
+    surface_vertices, surface_velocities : tuple of (3, V) float or None, m and m/s, local
+        Per surface of the obstacles (:attr:`Obstacles.surfaces`), the vertices of a deforming
+        mesh in its obstacle's frame and their velocities relative to that frame; None: the
+        vertices as given to :class:`TriangleMesh`, at rest in the frame.
     """
 
     rotation: Any
     position: Any
     angular_velocity: Any
     linear_velocity: Any
+    surface_vertices: tuple = ()
+    surface_velocities: tuple = ()
 
     @classmethod
     def from_host(
@@ -239,9 +271,20 @@ class ObstacleMotion:
         poses: Any,
         angular_velocity: Any = None,
         linear_velocity: Any = None,
+        mesh_vertices: Mapping[int, Any] | None = None,
+        mesh_velocities: Mapping[int, Any] | None = None,
     ) -> ObstacleMotion:
         """Copy host poses ``(K, 4, 4)`` (rigid: no scale) and velocities ``(K, 3)`` (default:
-        still) to the device."""
+        still) to the device, with the vertices ``(V, 3)`` of deforming meshes and their
+        velocities ``(V, 3)`` (default: still), both in the obstacle's frame, by the mesh's
+        obstacle index.
+
+        Raises
+        ------
+        InvalidInputError
+            Naming the obstacle: vertices for an obstacle that is not a deforming mesh, or a
+            vertex count other than the mesh's.
+        """
         n = obstacles.n_obstacles
         poses = _finite_array("obstacle poses", poses, (n, 4, 4))
         rotation, position = _rigid_parts("obstacle poses", poses)
@@ -251,22 +294,111 @@ class ObstacleMotion:
         omega = _finite_array("obstacle angular_velocity", omega, (n, 3))
         velocity = _finite_array("obstacle linear_velocity", velocity, (n, 3))
         device = obstacles.backend.from_host
+        vertices, velocities = _surface_motion(
+            obstacles, mesh_vertices or {}, mesh_velocities or {}
+        )
         return cls(
             rotation=device(rotation.transpose(1, 2, 0)),
             position=device(position.T),
             angular_velocity=device(omega.T),
             linear_velocity=device(velocity.T),
+            surface_vertices=vertices,
+            surface_velocities=velocities,
         )
 
     @classmethod
-    def from_base_motion(cls, obstacles: Obstacles, motion: Any) -> ObstacleMotion:
+    def from_base_motion(
+        cls,
+        obstacles: Obstacles,
+        motion: Any,
+        mesh_vertices: Mapping[int, Any] | None = None,
+        mesh_velocities: Mapping[int, Any] | None = None,
+    ) -> ObstacleMotion:
         """The poses and velocities of a :class:`.BaseMotion` with one entry per obstacle (e.g. a
-        :class:`.BaseTrajectory` of the obstacles' transforms, or of the head they sit on)."""
+        :class:`.BaseTrajectory` of the obstacles' transforms, or of the head they sit on), and
+        deforming meshes' vertices as in :meth:`from_host`."""
         poses = np.zeros((motion.rotation.shape[0], 4, 4))
         poses[:, :3, :3] = motion.rotation
         poses[:, :3, 3] = motion.position
         poses[:, 3, 3] = 1.0
-        return cls.from_host(obstacles, poses, motion.angular_velocity, motion.linear_velocity)
+        return cls.from_host(
+            obstacles,
+            poses,
+            motion.angular_velocity,
+            motion.linear_velocity,
+            mesh_vertices,
+            mesh_velocities,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class VertexTrajectory:
+    """A deforming mesh's vertices sampled at evenly spaced times (e.g. a host application's
+    frames), between samples moving in straight lines at constant velocity: what a substep
+    takes for :meth:`ObstacleMotion.from_host` (``mesh_vertices``, ``mesh_velocities``).
+
+    Attributes
+    ----------
+    rate : float, 1/s
+        Samples per second; sample ``k`` is at time ``k / rate``.
+    vertices : (F, V, 3) float, m
+        The vertices at every sample (F >= 1), in the obstacle's frame.
+    """
+
+    rate: float
+    vertices: np.ndarray
+
+    def __post_init__(self) -> None:
+        _positive("VertexTrajectory.rate", self.rate)
+        vertices = np.asarray(self.vertices, dtype=float)
+        if vertices.ndim != 3 or vertices.shape[2] != 3 or not len(vertices):
+            raise InvalidInputError(
+                f"VertexTrajectory.vertices must have shape (F, V, 3), got {vertices.shape}"
+            )
+        object.__setattr__(self, "vertices", vertices)
+
+    def __call__(self, time: float) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (V, 3) and velocities (V, 3) at ``time`` (s); before the first sample and
+        after the last the mesh stands as it is there."""
+        position = float(time) * self.rate
+        last = len(self.vertices) - 1
+        if last == 0 or position < 0.0 or position >= last:
+            index = 0 if position < 0.0 else last
+            return self.vertices[index], np.zeros_like(self.vertices[index])
+        index = min(int(math.floor(position)), last - 1)
+        share = position - index
+        start, end = self.vertices[index], self.vertices[index + 1]
+        return start + share * (end - start), (end - start) * self.rate
+
+
+def _surface_motion(
+    obstacles: Obstacles, vertices: Mapping[int, Any], velocities: Mapping[int, Any]
+) -> tuple[tuple, tuple]:
+    """Device copies of deforming meshes' vertices and velocities, per surface (None where
+    not given)."""
+    slot = {index: s for s, index in enumerate(obstacles.surface_obstacle)}
+    for index in (*vertices, *velocities):
+        if index not in slot or not obstacles.surface_deforming[slot[index]]:
+            name = obstacles.names[index] if 0 <= index < obstacles.n_obstacles else None
+            raise InvalidInputError(
+                f"obstacle {index} ({name!r}) is not a deforming mesh: it takes no vertices"
+            )
+    device = obstacles.backend.from_host
+    per_surface = []
+    for given in (vertices, velocities):
+        arrays = [None] * len(slot)
+        for index, values in given.items():
+            count = obstacles.surface_vertices[slot[index]].shape[1]
+            label = f"obstacle {index} ({obstacles.names[index]!r})"
+            values = np.asarray(values, dtype=float)
+            if values.ndim != 2 or values.shape[1] != 3 or len(values) != count:
+                raise InvalidInputError(
+                    f"{label}: the mesh has {count} vertices, its motion gives an array of "
+                    f"shape {values.shape}; a deforming mesh keeps its vertex count"
+                )
+            arrays[slot[index]] = device(_finite_array(label, values, (count, 3)).T)
+        per_surface.append(tuple(arrays))
+    return per_surface[0], per_surface[1]
 
 
 @dataclass(eq=False)
@@ -307,13 +439,15 @@ class Contacts:
 def build_obstacles(
     shapes: Sequence[Shape], backend: str | Backend = "numpy", dtype: str = "float64"
 ) -> Obstacles:
-    """Validate shapes, build the meshes' signed-distance grids (host) and freeze them on a backend.
+    """Validate shapes, build the rigid closed meshes' signed-distance grids (host) and freeze
+    them on a backend.
 
     Raises
     ------
     InvalidInputError
         Naming the obstacle (index and name): an unknown shape, a non-positive or non-finite
-        radius or cell size, a mesh that is not closed or has bad indices, a grid too large.
+        radius or cell size, a mesh with bad indices, an open mesh without a thickness, a grid
+        too large.
     """
     backend = get_backend(backend, dtype)
     shapes = list(shapes)
@@ -323,18 +457,26 @@ def build_obstacles(
                 f"obstacle {index}: expected Plane, Sphere, Capsule or TriangleMesh, got "
                 f"{type(shape).__name__}"
             )
-    kinds = {"plane": Plane, "sphere": Sphere, "capsule": Capsule, "mesh": TriangleMesh}
+
+    def label(index: int) -> str:
+        return f"obstacle {index} ({shapes[index].name!r})"
+
+    meshes = {
+        i: _mesh_arrays(label(i), shape)
+        for i, shape in enumerate(shapes)
+        if isinstance(shape, TriangleMesh)
+    }
+    kinds = {"plane": Plane, "sphere": Sphere, "capsule": Capsule}
     groups = {
         kind: [i for i, s in enumerate(shapes) if type(s) is cls] for kind, cls in kinds.items()
     }
+    groups["mesh"] = [i for i, mesh in meshes.items() if not mesh.on_triangles]
+    groups["surface"] = [i for i, mesh in meshes.items() if mesh.on_triangles]
     kind_order = [i for members in groups.values() for i in members]
     bounds, start = {}, 0
     for kind, members in groups.items():
         bounds[kind] = (start, start + len(members))
         start += len(members)
-
-    def label(index: int) -> str:
-        return f"obstacle {index} ({shapes[index].name!r})"
 
     sphere_radius = [_positive(f"{label(i)}: radius", shapes[i].radius) for i in groups["sphere"]]
     capsule_start, capsule_end, capsule_radius = [], [], []
@@ -342,10 +484,14 @@ def build_obstacles(
         capsule_start.append(_finite_array(f"{label(i)}: start", shapes[i].start, (3,)))
         capsule_end.append(_finite_array(f"{label(i)}: end", shapes[i].end, (3,)))
         capsule_radius.append(_positive(f"{label(i)}: radius", shapes[i].radius))
-    grids = [_mesh_grid(label(i), shapes[i]) for i in groups["mesh"]]
+    grids = [_mesh_grid(label(i), shapes[i], meshes[i]) for i in groups["mesh"]]
+    device = backend.from_host
+    surfaces = [
+        surface_topology(backend.xp, label(i), meshes[i].triangles, len(meshes[i].vertices))
+        for i in groups["surface"]
+    ]
 
     materials = [shapes[i].material for i in kind_order]
-    device = backend.from_host
     return Obstacles(
         backend=backend,
         n_obstacles=len(shapes),
@@ -363,6 +509,13 @@ def build_obstacles(
         ),
         grid_origin=device(np.array([o for _, o, _ in grids], dtype=float).reshape(-1, 3).T),
         grid_cell=device(np.array([c for _, _, c in grids], dtype=float)),
+        grid_thickness=device(np.array([meshes[i].thickness for i in groups["mesh"]], dtype=float)),
+        surfaces=tuple(surfaces),
+        surface_obstacle=tuple(groups["surface"]),
+        surface_vertices=tuple(device(meshes[i].vertices.T) for i in groups["surface"]),
+        surface_deforming=tuple(bool(shapes[i].deforming) for i in groups["surface"]),
+        surface_cell=tuple(meshes[i].cell for i in groups["surface"]),
+        surface_thickness=tuple(meshes[i].thickness for i in groups["surface"]),
         restitution=device(np.array([m.restitution for m in materials], dtype=float)),
         static_friction=device(np.array([m.static_friction for m in materials], dtype=float)),
         dynamic_friction=device(np.array([m.dynamic_friction for m in materials], dtype=float)),
@@ -404,12 +557,16 @@ def segment_points(xp: Any, start: Any, end: Any, fractions: Sequence[float]) ->
 
 def signed_distances(obstacles: Obstacles, motion: ObstacleMotion, points: Any) -> tuple[Any, Any]:
     """Signed distance (P, K) of each point (3, P) to each obstacle's surface (m, negative
-    inside) and the outward unit normals (3, P, K), world, given obstacle order."""
+    inside) and the outward unit normals (3, P, K), world, given obstacle order.
+
+    A mesh queried against its triangles (deforming or open) answers within its broad-phase
+    cell of the surface: farther points get ``+inf`` (and the normal +z)."""
     xp = obstacles.backend.xp
     _check_points("points", points)
     placed = _placed(obstacles, motion)
     local = _to_local(xp, placed, points)
-    distance, normal = _distance_and_normal(obstacles, local)
+    hits = _surface_hits(obstacles, placed, local, xp.zeros_like(local), None, 0.0)
+    distance, normal = _distance_and_normal(obstacles, local, hits)
     inverse = xp.argsort(obstacles.kind_order)
     return distance[:, inverse], _to_world(xp, placed, normal)[:, :, inverse]
 
@@ -464,9 +621,12 @@ def find_contacts(
     local = _to_local(xp, placed, start)
     local_displacement = _local_displacement(xp, placed, start, end - start, h)
 
-    distance, normal = _distance_and_normal(obstacles, local)
-    reach = radius[:, None] + margin
-    swept_gap = _swept_distance(obstacles, local, local_displacement, reach) - reach
+    reach = radius + margin
+    hits = _surface_hits(obstacles, placed, local, local_displacement, reach, h)
+    distance, normal = _distance_and_normal(obstacles, local, hits)
+    swept_gap = (
+        _swept_distance(obstacles, local, local_displacement, reach[:, None], hits) - reach[:, None]
+    )
     point, obstacle = xp.nonzero(swept_gap <= 0.0)
 
     world_normal = xp.einsum(
@@ -478,6 +638,12 @@ def find_contacts(
         placed["angular_velocity"][:, obstacle],
         surface_point - placed["position"][:, obstacle],
     )
+    # A deforming surface moves in its frame too.
+    first = obstacles.kind_bounds["surface"][0]
+    for s, surface_hits in enumerate(hits):
+        kind_index = first + s
+        deformation = placed["rotation"][:, :, kind_index] @ surface_hits.velocity[:, point]
+        velocity += xp.where(obstacle == kind_index, deformation, 0.0)
     return Contacts(
         point=point,
         obstacle=obstacles.kind_order[obstacle],
@@ -501,12 +667,48 @@ def _placed(obstacles: Obstacles, motion: ObstacleMotion) -> dict:
             f"obstacle motion is for {motion.position.shape[1]} obstacle(s), the set has {n}"
         )
     order = obstacles.kind_order
+    vertices = motion.surface_vertices or (None,) * len(obstacles.surfaces)
+    velocities = motion.surface_velocities or (None,) * len(obstacles.surfaces)
     return {
         "rotation": motion.rotation[:, :, order],
         "position": motion.position[:, order],
         "angular_velocity": motion.angular_velocity[:, order],
         "linear_velocity": motion.linear_velocity[:, order],
+        "surface_vertices": [
+            rest if given is None else given
+            for rest, given in zip(obstacles.surface_vertices, vertices, strict=True)
+        ],
+        "surface_velocities": [
+            obstacles.backend.xp.zeros_like(rest) if given is None else given
+            for rest, given in zip(obstacles.surface_vertices, velocities, strict=True)
+        ],
     }
+
+
+def _surface_hits(
+    obstacles: Obstacles, placed: dict, local: Any, displacement: Any, reach: Any, h: float
+) -> list[SurfaceHits]:
+    """The triangle query (:func:`.triangles.query_surface`) of every surface, for local points
+    (3, P, K) moving by local ``displacement`` (3, P, K) relative to the obstacle's frame, with
+    their ``reach`` (P,) (None: each surface's cell)."""
+    backend = obstacles.backend
+    first = obstacles.kind_bounds["surface"][0]
+    return [
+        query_surface(
+            backend.xp,
+            backend.to_host,
+            topology,
+            placed["surface_vertices"][s],
+            placed["surface_velocities"][s],
+            obstacles.surface_thickness[s],
+            obstacles.surface_cell[s],
+            local[:, :, first + s],
+            displacement[:, :, first + s],
+            backend.xp.full(local.shape[1], obstacles.surface_cell[s]) if reach is None else reach,
+            h,
+        )
+        for s, topology in enumerate(obstacles.surfaces)
+    ]
 
 
 def _to_local(xp: Any, placed: dict, points: Any) -> Any:
@@ -549,8 +751,11 @@ def _check_points(name: str, points: Any) -> None:
 # --- per-shape distances, normals and swept distances (local frames) -----------------------
 
 
-def _distance_and_normal(obstacles: Obstacles, local: Any) -> tuple[Any, Any]:
-    """Signed distance (P, K) and outward unit normal (3, P, K) of local points (3, P, K)."""
+def _distance_and_normal(
+    obstacles: Obstacles, local: Any, hits: list[SurfaceHits]
+) -> tuple[Any, Any]:
+    """Signed distance (P, K) and outward unit normal (3, P, K) of local points (3, P, K), the
+    surfaces' from their triangle queries ``hits``."""
     xp = obstacles.backend.xp
     distance = xp.empty(local.shape[1:], dtype=local.dtype)
     normal = xp.empty_like(local)
@@ -574,13 +779,21 @@ def _distance_and_normal(obstacles: Obstacles, local: Any) -> tuple[Any, Any]:
             length, direction = _length_and_direction(xp, offset, _perpendicular(xp, axis))
             distance[:, start:stop] = length - obstacles.capsule_radius
             normal[:, :, start:stop] = direction
-        else:
+        elif kind == "mesh":
             distance[:, start:stop], normal[:, :, start:stop] = _grid_lookup(xp, obstacles, x)
+            distance[:, start:stop] -= obstacles.grid_thickness
+        else:
+            for s, surface_hits in enumerate(hits):
+                distance[:, start + s] = surface_hits.distance
+                normal[:, :, start + s] = surface_hits.normal
     return distance, normal
 
 
-def _swept_distance(obstacles: Obstacles, local: Any, displacement: Any, reach: Any) -> Any:
-    """Smallest signed distance (P, K) over each path ``x + s d``, ``s ∈ [0, 1]`` (local)."""
+def _swept_distance(
+    obstacles: Obstacles, local: Any, displacement: Any, reach: Any, hits: list[SurfaceHits]
+) -> Any:
+    """Smallest signed distance (P, K) over each path ``x + s d``, ``s ∈ [0, 1]`` (local), the
+    surfaces' from their triangle queries ``hits``."""
     xp = obstacles.backend.xp
     smallest = xp.empty(local.shape[1:], dtype=local.dtype)
     for kind, (start, stop) in obstacles.kind_bounds.items():
@@ -598,8 +811,14 @@ def _swept_distance(obstacles: Obstacles, local: Any, displacement: Any, reach: 
                 xp, x, d, obstacles.capsule_start[:, None, :], obstacles.capsule_end[:, None, :]
             )
             smallest[:, start:stop] = gap - obstacles.capsule_radius
+        elif kind == "mesh":
+            thickness = obstacles.grid_thickness
+            smallest[:, start:stop] = (
+                _trace_grid(xp, obstacles, x, d, reach + thickness) - thickness
+            )
         else:
-            smallest[:, start:stop] = _trace_grid(xp, obstacles, x, d, reach)
+            for s, surface_hits in enumerate(hits):
+                smallest[:, start + s] = surface_hits.smallest
     return smallest
 
 
@@ -696,7 +915,51 @@ def _trace_grid(xp: Any, obstacles: Obstacles, x: Any, d: Any, reach: Any) -> An
     return smallest - _TRACE_TOLERANCE_CELLS * obstacles.grid_cell
 
 
-def _mesh_grid(label: str, mesh: TriangleMesh) -> tuple[np.ndarray, np.ndarray, float]:
+@dataclass(frozen=True)
+class _MeshArrays:
+    """A :class:`TriangleMesh`'s validated host data and how it is collided."""
+
+    vertices: np.ndarray
+    triangles: np.ndarray
+    cell: float
+    thickness: float
+    on_triangles: bool
+
+
+def _mesh_arrays(label: str, mesh: TriangleMesh) -> _MeshArrays:
+    """Validate a mesh's vertices, triangles, cell size and thickness. A deforming or open mesh
+    is collided against its triangles; an open one needs a thickness."""
+    vertices = _finite_array(f"{label}: vertices", mesh.vertices, (None, 3))
+    try:
+        triangles = np.array(mesh.triangles, dtype=np.int64)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"{label}: triangles must be integer indices: {error}") from None
+    if triangles.ndim != 2 or triangles.shape[1] != 3 or len(triangles) < 1:
+        raise InvalidInputError(
+            f"{label}: triangles must have shape (F, 3) with F >= 1, got {triangles.shape}"
+        )
+    if triangles.min() < 0 or triangles.max() >= len(vertices):
+        raise InvalidInputError(
+            f"{label}: triangle indices must lie in [0, {len(vertices) - 1}], got "
+            f"[{triangles.min()}, {triangles.max()}]"
+        )
+    cell = _positive(f"{label}: cell_size", mesh.cell_size)
+    thickness = mesh.thickness
+    if not (isinstance(thickness, int | float) and math.isfinite(thickness) and thickness >= 0):
+        raise InvalidInputError(f"{label}: thickness must be a number >= 0, got {thickness!r}")
+    open_edges = count_open_edges(triangles)
+    if open_edges and thickness == 0.0:
+        raise InvalidInputError(
+            f"{label}: the mesh must be closed (every edge shared by two triangles) or have a "
+            f"thickness; {open_edges} edge(s) are not"
+        )
+    on_triangles = bool(mesh.deforming) or open_edges > 0
+    return _MeshArrays(vertices, triangles, cell, float(thickness), on_triangles)
+
+
+def _mesh_grid(
+    label: str, mesh: TriangleMesh, arrays: _MeshArrays
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Signed-distance grid (nx, ny, nz), its origin (3,) and cell size of a closed mesh (host).
 
     Three passes, after Bridson's ``makelevelset3``: exact distances to the triangles near each
@@ -705,23 +968,9 @@ def _mesh_grid(label: str, mesh: TriangleMesh) -> tuple[np.ndarray, np.ndarray, 
     distance to a nearby, almost always the nearest, triangle); and the sign from the parity of
     surface crossings on a ray from each node towards −x.
     """
-    vertices = _finite_array(f"{label}: vertices", mesh.vertices, (None, 3))
-    try:
-        triangles = np.array(mesh.triangles, dtype=np.int64)
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(f"{label}: triangles must be integer indices: {error}") from None
-    if triangles.ndim != 2 or triangles.shape[1] != 3 or len(triangles) < 4:
-        raise InvalidInputError(
-            f"{label}: triangles must have shape (F, 3) with F >= 4, got {triangles.shape}"
-        )
-    if triangles.min() < 0 or triangles.max() >= len(vertices):
-        raise InvalidInputError(
-            f"{label}: triangle indices must lie in [0, {len(vertices) - 1}], got "
-            f"[{triangles.min()}, {triangles.max()}]"
-        )
-    _check_closed(label, triangles)
-    cell = _positive(f"{label}: cell_size", mesh.cell_size)
+    vertices, triangles, cell = arrays.vertices, arrays.triangles, arrays.cell
     padding = 3.0 * cell if mesh.padding is None else _positive(f"{label}: padding", mesh.padding)
+    padding += arrays.thickness
     origin = vertices.min(axis=0) - padding
     shape = np.ceil((vertices.max(axis=0) + padding - origin) / cell).astype(np.int64) + 1
     if np.prod(shape) > _MAX_GRID_NODES:
@@ -736,15 +985,13 @@ def _mesh_grid(label: str, mesh: TriangleMesh) -> tuple[np.ndarray, np.ndarray, 
     return np.where(inside, -distance, distance), origin, cell
 
 
-def _check_closed(label: str, triangles: np.ndarray) -> None:
-    """Refuse meshes with an edge not shared by exactly two triangles (inside is undefined)."""
+def count_open_edges(triangles: Any) -> int:
+    """How many edges of triangles (F, 3) are not shared by exactly two of them (0: the mesh is
+    closed)."""
+    triangles = np.asarray(triangles, dtype=np.int64)
     edges = np.sort(triangles[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
     _, counts = np.unique(edges, axis=0, return_counts=True)
-    if (counts != 2).any():
-        raise InvalidInputError(
-            f"{label}: the mesh must be closed (every edge shared by two triangles); "
-            f"{int((counts != 2).sum())} edge(s) are not"
-        )
+    return int((counts != 2).sum())
 
 
 def _band_distances(

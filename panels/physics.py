@@ -273,6 +273,7 @@ class OBJECT_PT_oriented_strands_obstacle(_PhysicsPanel, bpy.types.Panel):
         column.prop(props, "shape")
         if props.shape == "MESH":
             column.prop(props, "cell_size")
+            column.prop(props, "thickness")
         column.prop(props, "restitution")
         column.prop(props, "static_friction")
         column.prop(props, "dynamic_friction")

@@ -768,9 +768,16 @@ class StrandObstacleProperties(bpy.types.PropertyGroup):
     )
     shape: EnumProperty(
         name="Shape",
-        description="The shape strands collide with, read from the mesh at the start frame",
+        description=(
+            "The shape strands collide with: a Mesh follows its deformation, the others are "
+            "read from the mesh at the start frame"
+        ),
         items=[
-            ("MESH", "Mesh", "The closed mesh itself, as a signed-distance grid"),
+            (
+                "MESH",
+                "Mesh",
+                "The mesh itself, following its deformation (an open mesh needs a Thickness)",
+            ),
             ("SPHERE", "Sphere", "The smallest ball about the origin holding every vertex"),
             (
                 "CAPSULE",
@@ -785,12 +792,26 @@ class StrandObstacleProperties(bpy.types.PropertyGroup):
     cell_size: FloatProperty(
         name="Cell Size",
         description=(
-            "Spacing of the mesh's signed-distance grid: smaller follows finer detail and costs "
-            "memory (0: a 48th of the mesh's largest dimension)"
+            "Spacing of the mesh's signed-distance grid, or of the lookup grid of a deforming or "
+            "open mesh: smaller follows finer detail and costs memory (0: a 48th of the mesh's "
+            "largest dimension)"
         ),
         default=0.0,
         min=0.0,
         soft_max=0.1,
+        subtype="DISTANCE",
+        unit="LENGTH",
+        options=STATIC,
+    )
+    thickness: FloatProperty(
+        name="Thickness",
+        description=(
+            "Thickness added around the mesh, on both sides of an open one: a collar, a hat's "
+            "brim or a single-sided plane needs one"
+        ),
+        default=0.0,
+        min=0.0,
+        soft_max=0.05,
         subtype="DISTANCE",
         unit="LENGTH",
         options=STATIC,

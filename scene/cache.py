@@ -32,6 +32,7 @@ from ..core import (
     ObstacleMotion,
     Simulation,
     StrandError,
+    VertexTrajectory,
     build_model,
     build_obstacles,
 )
@@ -59,7 +60,9 @@ from .obstacles import (
     obstacle_fingerprint,
     obstacle_matrices,
     obstacle_objects,
+    obstacle_vertices,
     read_obstacle_shapes,
+    with_deformation,
 )
 from .strands import (
     AnimatedValues,
@@ -127,13 +130,16 @@ class PreparedInput:
     fields : list of SceneFields
         The force fields acting at each frame of the range.
     obstacles : ObstacleShapes
-        The obstacles' shapes at ``frame_start`` (none when the system's collisions are off).
+        The obstacles' shapes at ``frame_start`` (none when the system's collisions are off),
+        the meshes whose shape changed over the range marked deforming.
     obstacle_fingerprint : str
         :func:`obstacle_fingerprint` of the obstacle objects when sampled.
     obstacle_matrices : (F, K, 4, 4) float64
         Rigid world transforms of the K obstacles at every frame of the range.
     obstacle_trajectory : BaseTrajectory or None
         C² interpolation of ``obstacle_matrices`` (None without obstacles).
+    deforming : dict of int -> VertexTrajectory
+        The vertices of each deforming obstacle at every frame, by obstacle index.
     pose_curves : list of DrawnCurves, or None
         The pose object's curves at every frame of the range (None without a pose object).
     """
@@ -154,6 +160,7 @@ class PreparedInput:
     obstacle_fingerprint: str
     obstacle_matrices: np.ndarray
     obstacle_trajectory: BaseTrajectory | None
+    deforming: dict[int, VertexTrajectory]
     pose_curves: list[DrawnCurves] | None
 
     def matrices_at(self, frame: int) -> np.ndarray:
@@ -178,6 +185,7 @@ class _Sampler:
     obstacles: ObstacleShapes | None = None
     obstacle_fingerprint: str = ""
     obstacle_matrices: list = field(default_factory=list)
+    obstacle_vertices: list = field(default_factory=list)
     pose_curves: list = field(default_factory=list)
 
     def sample(self, frame: int, depsgraph: bpy.types.Depsgraph) -> None:
@@ -197,6 +205,9 @@ class _Sampler:
         collection = self.ob.oriented_strands.field_collection
         self.fields.append(read_scene_fields(self.scene, collection, depsgraph))
         self.obstacle_matrices.append(obstacle_matrices(self.obstacle_objects, depsgraph))
+        self.obstacle_vertices.append(
+            obstacle_vertices(self.obstacle_objects, self.obstacles, depsgraph, frame)
+        )
         pose_curves = read_pose_curves(self.ob, depsgraph)
         if pose_curves is not None:
             self.pose_curves.append(pose_curves)
@@ -288,6 +299,8 @@ def prepare_inputs(
             errors[name] = f"object {name!r}: its motion cannot drive strands: {error}"
             continue
         n_curves = len(sampler.drawn.polylines)
+        obstacles, deforming = with_deformation(sampler.obstacles, sampler.obstacle_vertices)
+        sampler.obstacle_vertices.clear()
         prepared[name] = PreparedInput(
             drawn=sampler.drawn,
             frame_start=sampler.frame_start,
@@ -303,10 +316,11 @@ def prepare_inputs(
             reference_matrices=reference_matrices,
             reference=reference,
             fields=sampler.fields,
-            obstacles=sampler.obstacles,
+            obstacles=obstacles,
             obstacle_fingerprint=sampler.obstacle_fingerprint,
             obstacle_matrices=obstacle_poses,
             obstacle_trajectory=obstacle_trajectory,
+            deforming={index: VertexTrajectory(fps, v) for index, v in deforming.items()},
             pose_curves=sampler.pose_curves or None,
         )
     return prepared, errors
@@ -509,9 +523,16 @@ class StrandSystemRuntime:
         return ArtDirectedBase(prepared.trajectory, time_scale, local_dynamics, prepared.reference)
 
     def _obstacle_motion(self, time: float) -> ObstacleMotion:
-        """The obstacles' poses and velocities at ``time`` (s from the start frame)."""
+        """The obstacles' poses and velocities at ``time`` (s from the start frame), with the
+        deforming meshes' vertices."""
         obstacles = self._constraints[0]
-        return ObstacleMotion.from_base_motion(obstacles, self.prepared.obstacle_trajectory(time))
+        deformed = {index: vertices(time) for index, vertices in self.prepared.deforming.items()}
+        return ObstacleMotion.from_base_motion(
+            obstacles,
+            self.prepared.obstacle_trajectory(time),
+            {index: positions for index, (positions, _) in deformed.items()},
+            {index: velocities for index, (_, velocities) in deformed.items()},
+        )
 
     def cached_bytes(self) -> int:
         """Memory held by cached frames."""

@@ -1,11 +1,16 @@
 """Obstacle objects of the scene as the engine's collision shapes (``core.obstacles``).
 
-An obstacle is a Mesh object with *Strand Obstacle* on. Its shape is read once, at the strand
-system's start frame, from the evaluated mesh in the object's own axes with the object's scale
-applied (the engine's obstacles are rigid: they move and turn, they do not deform):
+An obstacle is a Mesh object with *Strand Obstacle* on. Its shape is read from the evaluated mesh
+in the object's own axes with the object's scale applied, at the strand system's start frame:
 
-- **Mesh**: the closed triangle mesh, as a signed-distance grid (``TriangleMesh``) of the chosen
-  cell size (a 48th of the mesh's largest dimension when 0);
+- **Mesh**: the triangle mesh (``TriangleMesh``). A closed mesh that keeps its shape over the
+  frame range is a signed-distance grid of the chosen cell size (a 48th of the mesh's largest
+  dimension when 0). One whose evaluated shape changes (an armature, shape keys, modifiers,
+  Geometry Nodes, a cloth simulation) is *deforming*: its vertices are read at every frame and
+  move in straight lines through the substeps (``VertexTrajectory``), and it is queried against
+  its triangles with the cell size as the query's grid. An open mesh (a collar, a brim, a
+  single-sided plane) needs a *Thickness* and is queried against its triangles too. The vertex
+  count must stay the same at every frame;
 - **Sphere**: the smallest ball about the object's origin holding every vertex;
 - **Capsule**: along the object's local Z, from the lowest to the highest vertex, with the radius
   of the vertex farthest from that axis;
@@ -18,19 +23,23 @@ velocities at each substep come from the same C² interpolation as the roots' (a
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 
 import bpy
 import numpy as np
 
-from ..core.obstacles import Capsule, Material, Plane, Sphere, TriangleMesh
+from ..core.obstacles import Capsule, Material, Plane, Sphere, TriangleMesh, count_open_edges
 from .errors import SceneInputError
 from .geometry import rigid_part
 from .inputs import mesh_triangles
 
 # A mesh's grid cell when none is set: this fraction of its largest dimension.
 DEFAULT_CELLS_ACROSS = 48
+# A mesh whose vertices move by more than this (m, in the object's axes) between frames of the
+# range deforms.
+DEFORMATION_TOLERANCE = 1e-6
 OBSTACLE_GROUP = "oriented_strands_obstacle"
 
 
@@ -71,6 +80,49 @@ def read_obstacle_shapes(
     )
 
 
+def obstacle_vertices(
+    objects: list[bpy.types.Object],
+    shapes: ObstacleShapes,
+    depsgraph: bpy.types.Depsgraph,
+    frame: int,
+) -> tuple:
+    """The evaluated vertices (V, 3) of each Mesh-shaped obstacle at the depsgraph's frame, in
+    its axes with its scale applied (None for the other shapes). Raises
+    :class:`SceneInputError` naming the object when its vertex count differs from the start
+    frame's."""
+    vertices = []
+    for ob, shape in zip(objects, shapes.shapes, strict=True):
+        if not isinstance(shape, TriangleMesh):
+            vertices.append(None)
+            continue
+        co, _ = _scaled_mesh(ob, depsgraph)
+        if len(co) != len(shape.vertices):
+            raise SceneInputError(
+                f"obstacle {ob.name!r} (Strand Obstacle, Shape Mesh) has {len(co)} vertices at "
+                f"frame {frame} and {len(shape.vertices)} at the start frame: a deforming "
+                "obstacle must keep its vertex count (a modifier that adds or removes geometry "
+                "over time, such as Remesh or a changing Decimate, cannot collide)"
+            )
+        vertices.append(co)
+    return tuple(vertices)
+
+
+def with_deformation(
+    shapes: ObstacleShapes, per_frame: list[tuple]
+) -> tuple[ObstacleShapes, dict[int, np.ndarray]]:
+    """The shapes with the meshes whose vertices moved over the frames marked deforming, and
+    those meshes' vertices at every frame (F, V, 3) by obstacle index."""
+    marked, trajectories = list(shapes.shapes), {}
+    for index, shape in enumerate(shapes.shapes):
+        if not isinstance(shape, TriangleMesh):
+            continue
+        vertices = np.stack([frame[index] for frame in per_frame])
+        if np.abs(vertices - vertices[0]).max() > DEFORMATION_TOLERANCE:
+            marked[index] = dataclasses.replace(shape, deforming=True)
+            trajectories[index] = vertices
+    return ObstacleShapes(tuple(marked), shapes.names), trajectories
+
+
 def obstacle_matrices(
     objects: list[bpy.types.Object], depsgraph: bpy.types.Depsgraph
 ) -> np.ndarray:
@@ -88,7 +140,7 @@ def obstacle_fingerprint(objects: list[bpy.types.Object]) -> str:
     digest = hashlib.blake2b(digest_size=16)
     for ob in objects:
         props = getattr(ob, OBSTACLE_GROUP)
-        settings = (ob.name, props.shape, props.cell_size, props.restitution)
+        settings = (ob.name, props.shape, props.cell_size, props.thickness, props.restitution)
         digest.update(repr((*settings, props.static_friction, props.dynamic_friction)).encode())
         co = np.empty(len(ob.data.vertices) * 3)
         ob.data.vertices.foreach_get("co", co)
@@ -116,10 +168,23 @@ def _shape(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph):
         if bottom > top:  # Shorter than it is wide: a ball.
             bottom = top = 0.5 * (bottom + top)
         return Capsule((0.0, 0.0, bottom), (0.0, 0.0, top), radius, material=material, name=ob.name)
+    open_edges = count_open_edges(triangles)
+    if open_edges and props.thickness <= 0.0:
+        raise SceneInputError(
+            f"obstacle {ob.name!r} (Strand Obstacle, Shape Mesh) is an open mesh ({open_edges} "
+            "edges do not join two faces): give it a Thickness, or close it"
+        )
     cell = float(props.cell_size)
     if cell <= 0:
         cell = float(np.ptp(vertices, axis=0).max()) / DEFAULT_CELLS_ACROSS
-    return TriangleMesh(vertices, triangles, cell, material=material, name=ob.name)
+    return TriangleMesh(
+        vertices,
+        triangles,
+        cell,
+        material=material,
+        name=ob.name,
+        thickness=float(props.thickness),
+    )
 
 
 def _scaled_mesh(

@@ -25,6 +25,12 @@ STILL = BaseMotion.still(np.eye(4)[None])
 FREE = {"bend_stiffness": 0.0, "twist_stiffness": 0.0, "bend_damping": 0.0, "twist_damping": 0.0}
 
 
+def scene_frames(backend, frames: int) -> int:
+    """The NumPy backend runs the whole scene; the slower strict stand-in (and CuPy, bound by
+    kernel launches on these small scenes) half of it."""
+    return frames if backend.name == "numpy" else frames // 2
+
+
 def polyline(
     n_links: int, length: float, direction=(0.0, 0.0, -1.0), start=(0.0, 0.0, 0.0)
 ) -> np.ndarray:

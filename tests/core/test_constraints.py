@@ -40,16 +40,11 @@ from strands import (
     hair_on_head,
     polyline,
     random_tree,
+    scene_frames,
     turning_head,
 )
 
 G = 9.81
-
-
-def _frames(backend, frames: int) -> int:
-    """The NumPy backend runs the whole scene; the slower strict stand-in (and CuPy, bound by
-    kernel launches on these small scenes) half of it."""
-    return frames if backend.name == "numpy" else frames // 2
 
 
 def _pose(rotation=None, position=(0.0, 0.0, 0.0)) -> np.ndarray:
@@ -225,7 +220,7 @@ def test_a_strand_dropped_on_a_plane_comes_to_rest_on_it_without_sinking_in(back
     obstacles = build_obstacles([Plane(Material(0.0, 0.5, 0.4))], backend)
     sim = Simulation(model, SolverSettings(substeps=4), obstacles=obstacles)
     deepest, lying = 0.0, 0
-    for _ in range(_frames(backend, 24)):
+    for _ in range(scene_frames(backend, 24)):
         sim.advance(
             1 / 24, STILL, obstacle_motion=_placed(obstacles, _pose(position=(0.0, 0.0, -drop)))
         )
@@ -421,7 +416,7 @@ def test_a_rising_floor_buckles_a_straight_strand_standing_on_it(backend):
         )
 
     deepest, settled, aside = 0.0, 0.0, 0.0
-    for _ in range(_frames(backend, 48)):
+    for _ in range(scene_frames(backend, 48)):
         sim.advance(1 / 24, STILL, obstacle_motion=motion)
         points = sim.points()
         assert np.isfinite(points).all()
@@ -453,7 +448,7 @@ def test_a_path_target_out_of_reach_stretches_the_strand_toward_it(backend, movi
 
     sim = Simulation(model, SolverSettings(substeps=4))
     sim.add_constraint(PointPath(0, 3, path))
-    for _ in range(_frames(backend, 48)):
+    for _ in range(scene_frames(backend, 48)):
         sim.advance(1 / 24, STILL)
         assert np.isfinite(sim.points()).all()
     tip = sim.points()[-1]
@@ -541,7 +536,7 @@ def test_a_tip_follows_an_animated_path(backend):
     sim = Simulation(model, SolverSettings(substeps=4))
     sim.add_constraint(PointPath(0, 3, circle))
     worst = 0.0
-    for _ in range(_frames(backend, 36)):
+    for _ in range(scene_frames(backend, 36)):
         sim.advance(1 / 24, STILL)
         worst = max(worst, np.linalg.norm(sim.points()[-1] - circle(sim.time)))
     assert worst < 1e-3
@@ -583,7 +578,7 @@ def test_a_joint_follows_an_animated_rotation(backend):
     sim = Simulation(model, SolverSettings(substeps=4))
     sim.add_constraint(JointRotation(0, 0, turned))
     worst = 0.0
-    for frame in range(_frames(backend, 24)):
+    for frame in range(scene_frames(backend, 24)):
         sim.advance(1 / 24, STILL)
         q = model.to_strand_order(sim.state.q)[0]
         error = 2 * math.acos(min(1.0, abs(float(q @ turned(sim.time)))))
@@ -651,7 +646,7 @@ def test_a_swing_limited_strand_never_leaves_its_cone(backend):
     base shakes; with a 15° swing cone on every joint no joint exceeds it by more than 1°."""
     limit = math.radians(15.0)
     worst, _, sim = _shaken_strand_in_cones(
-        backend, limit, SolverSettings(substeps=4), _frames(backend, 24)
+        backend, limit, SolverSettings(substeps=4), scene_frames(backend, 24)
     )
     assert worst > limit - math.radians(1.0)  # the limit is reached
     assert worst < limit + math.radians(1.0)
@@ -666,7 +661,7 @@ def test_a_tight_cone_holds_by_halving_the_steps_that_leave_it(backend):
     and no joint leaves its cone by more than 1°."""
     limit = math.radians(6.0)
     worst, subdivisions, _ = _shaken_strand_in_cones(
-        backend, limit, SolverSettings(substeps=8), _frames(backend, 24)
+        backend, limit, SolverSettings(substeps=8), scene_frames(backend, 24)
     )
     assert limit - math.radians(1.0) < worst < limit + math.radians(1.0)
     assert subdivisions > 0
@@ -681,7 +676,7 @@ def test_a_whipping_strand_holds_3_degree_cones_at_16_substeps(backend):
     not add up (measured from each step's start, they reached 0.6° here)."""
     limit = math.radians(3.0)
     worst, _, _ = _shaken_strand_in_cones(
-        backend, limit, SolverSettings(substeps=16), _frames(backend, 12)
+        backend, limit, SolverSettings(substeps=16), scene_frames(backend, 12)
     )
     assert limit - math.radians(1.0) < worst < limit + ConstraintSettings().limit_tolerance
 
@@ -698,7 +693,7 @@ def test_a_long_whipping_strand_holds_10_degree_cones_at_4_substeps(backend):
         backend,
         limit,
         SolverSettings(substeps=4),
-        _frames(backend, 20),
+        scene_frames(backend, 20),
         links=20,
         length=0.4,
         stiffness=1e-4,
@@ -866,7 +861,7 @@ def test_a_twist_limited_trunk_stays_within_its_range(backend):
         joint_limits=JointLimits(twist_min=-limit, twist_max=limit),
     )
     worst = 0.0
-    for _ in range(_frames(backend, 24)):
+    for _ in range(scene_frames(backend, 24)):
         sim.advance(1 / 24, STILL)
         worst = max(worst, np.abs(_twist_angles(model, sim.state.q)[:3]).max())
     assert limit - math.radians(1.0) < worst < limit + math.radians(1.0)
