@@ -259,20 +259,36 @@ def step_implicit(
             xp.stack((xp.max(change), xp.all(converged).astype(change.dtype), xp.max(xp.abs(step))))
         )
         if not (np.isfinite(largest) and np.isfinite(largest_step)):
-            _raise_diverged(model, w_new)
+            if not finish_exactly:
+                _raise_diverged(model, w_new)
+            # At the deepest halving the trees that ran away start again from the step's start.
+            break
         if finished or iterations >= int(settings.newton_max_iterations):
             break
         q_new = integrate_rotation(xp, state.q, w_new, h)
         r = residual(model, data, state, q_new, w_new, control, h)
-    if finish_exactly and not finished:
-        stalled = np.nonzero(~to_host(converged))[0]
-        exact = _newton_exact(model, state, control, w_new, h, settings, stalled)
+    # A tree counts as converged once its update fell to the tolerance; its last update (which
+    # the step is judged by) can have grown again since.
+    unfinished = ~converged | ~(change <= settings.subdivision_threshold)
+    if finish_exactly:
+        unfinished |= dynamics.tree_max(model, xp.any(~xp.isfinite(w_new), axis=0) * 1.0) > 0.0
+    if finish_exactly and bool(to_host(xp.any(unfinished))):
+        stalled = np.nonzero(to_host(unfinished))[0]
+        exact = None
+        if np.isfinite(largest) and np.isfinite(largest_step):
+            exact = _newton_exact(model, state, control, w_new, h, settings, stalled)
+        if exact is None:
+            exact = _newton_exact(model, state, control, state.w, h, settings, stalled, damped=True)
         if exact is not None:
             links, w_exact, exact_change, exact_iterations = exact
             w_new[:, model.backend.from_host(links)] = w_exact
             change[model.backend.from_host(stalled)] = exact_change
             largest = float(to_host(xp.max(change)))
             iterations += exact_iterations
+    if not np.isfinite(largest) or (
+        finish_exactly and not bool(to_host(xp.all(xp.isfinite(w_new))))
+    ):
+        _raise_diverged(model, w_new)
     q_new = integrate_rotation(xp, state.q, w_new, h)
     residual_norm = float("nan")
     if report_residual:
@@ -293,6 +309,10 @@ EXACT_NEWTON_MAX_LINKS = 64
 # Its iteration cap: it converges quadratically, so a tree it has not finished by then is one
 # whose step fails (and is halved) as before.
 EXACT_NEWTON_MAX_ITERATIONS = 8
+# The damped iteration from the step's start (see _newton_exact): its cap, and how many times a
+# step may be halved to lower a tree's residual.
+DAMPED_NEWTON_MAX_ITERATIONS = 30
+DAMPED_NEWTON_HALVINGS = 12
 
 
 def _newton_exact(
@@ -303,9 +323,11 @@ def _newton_exact(
     h: float,
     settings: SolverSettings,
     trees: np.ndarray,
+    damped: bool = False,
 ) -> tuple[np.ndarray, Any, Any, int] | None:
     """Newton's method with each tree's exact Jacobian, by finite differences of the residual,
-    for ``trees`` (host indices), from where the modified iteration stopped, ``w_start`` (3, N).
+    for ``trees`` (host indices), from ``w_start`` (3, N): where the modified iteration stopped,
+    or, ``damped``, the step's start.
 
     The iteration matrix of :func:`step_implicit` leaves out the Coriolis coupling between
     links; when a constraint pass has left neighbouring links counter-rotating at tens of rad/s,
@@ -316,11 +338,17 @@ def _newton_exact(
     one residual evaluation of a model of all of them gives one column of every tree's
     Jacobian.
 
+    Where the modified iteration has gone astray (an obstacle at several m/s leaves strands
+    wrapped round it turning at hundreds of rad/s, and its updates grew to 10⁶ rad/s), the
+    damped iteration starts again from the step's start and halves each tree's update until the
+    tree's squared residual falls (at most :data:`DAMPED_NEWTON_HALVINGS` times): the exact
+    Newton direction lowers it, so the iteration cannot run away, and it ends quadratically.
+
     Returns the level-major links of ``trees``, their new velocities (3, n), each tree's last
     update (T,) and the iterations taken; None if a tree has more than
     :data:`EXACT_NEWTON_MAX_LINKS` links, or the iteration does not converge within
-    :data:`EXACT_NEWTON_MAX_ITERATIONS` or lets an update grow (it started too far from the
-    solution).
+    :data:`EXACT_NEWTON_MAX_ITERATIONS` (:data:`DAMPED_NEWTON_MAX_ITERATIONS` damped) or, not
+    damped, lets an update grow (it started too far from the solution).
     """
     backend, xp = model.backend, model.xp
     part, links = select_trees(model, trees)
@@ -350,9 +378,13 @@ def _newton_exact(
             residual(part, part_data, part_state, q_new, w_device, part_control, h)
         )
 
+    def squared(r: np.ndarray) -> np.ndarray:
+        return np.bincount(tree_of, weights=(r * r).sum(axis=0), minlength=part.n_trees)
+
     w = backend.to_host(w_start[:, chosen]).astype(np.float64)
     last_change = None
-    for iteration in range(1, EXACT_NEWTON_MAX_ITERATIONS + 1):
+    cap = DAMPED_NEWTON_MAX_ITERATIONS if damped else EXACT_NEWTON_MAX_ITERATIONS
+    for iteration in range(1, cap + 1):
         r = evaluate(w)
         # Each tree's difference step scales with its fastest joint.
         fastest = np.zeros(part.n_trees)
@@ -374,13 +406,25 @@ def _newton_exact(
             return None
         if not np.isfinite(delta).all():
             return None
+        # Converged when every tree's whole Newton update is within the tolerance.
+        finished = (np.abs(delta).max(axis=1) <= settings.newton_tolerance).all()
+        if damped and not finished:
+            share, residual_now = np.ones(part.n_trees), squared(r)
+            for _ in range(DAMPED_NEWTON_HALVINGS):
+                rising = ~(
+                    squared(evaluate(w + (share[:, None] * delta)[owners, rows])) < residual_now
+                )
+                if not rising.any():
+                    break
+                share = np.where(rising, 0.5 * share, share)
+            delta = share[:, None] * delta
         change = np.abs(delta).max(axis=1)
-        if last_change is not None and (change > last_change).any():
+        if not damped and last_change is not None and (change > last_change).any():
             # Newton's method shrinks its update from one iteration to the next near the
             # solution: this start is too far from it.
             return None
         w, last_change = w + delta[owners, rows], change
-        if (change <= settings.newton_tolerance).all():
+        if finished:
             return links, backend.from_host(w), backend.from_host(change), iteration
     return None
 

@@ -362,10 +362,9 @@ def test_a_bump_rising_under_lying_strands_lifts_them_clear_of_it(backend):
 
 
 def test_a_thin_panel_sweeping_through_hanging_strands_lets_none_through(backend):
-    """A sheet of two triangles, a millimetre thick, swept at 0.5 m/s through 40 hanging
-    strands: no point crosses the sheet's face from one substep to the next (the default 4 per
-    frame); strands that slip past its edges do not count. (At 1–2 m/s the free step's Newton
-    iteration fails after the impact: docs/collisions.md, *Limits*.)"""
+    """A sheet of two triangles, a millimetre thick, swept at 2 m/s through 40 hanging strands:
+    no point crosses the sheet's face from one substep to the next (the default 4 per frame),
+    and the simulation does not diverge; strands that slip past its edges do not count."""
     vertices, triangles = sheet(1, 0.3)
     vertices = vertices[:, [0, 2, 1]] - [0.0, 0.0, 0.35]
     obstacles = build_obstacles(
@@ -389,7 +388,7 @@ def test_a_thin_panel_sweeping_through_hanging_strands_lets_none_through(backend
     )
     substeps = SolverSettings().substeps
     sim = Simulation(model, SolverSettings(substeps=1), obstacles=obstacles)
-    start, speed = -0.05, 0.5
+    start, speed = -0.05, 2.0
 
     def panel(t):
         pose = np.eye(4)
@@ -408,8 +407,8 @@ def test_a_thin_panel_sweeping_through_hanging_strands_lets_none_through(backend
         on_face = (np.abs(where[:, 0]) < 0.3) & (where[:, 2] < -0.05) & (where[:, 2] > -0.65)
         assert not np.any(crossed & on_face)
         pushed = max(pushed, float(after[:, 1].max()))
-    # The strands in its way went with it.
-    assert pushed > wall - 0.01
+    # The strands in its way went with it (until they slipped over its top edge).
+    assert pushed > 0.1
 
 
 def test_a_vertex_trajectory_moves_in_straight_lines_between_samples():
