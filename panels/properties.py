@@ -48,7 +48,7 @@ def _field_collection_changed(props: StrandSystemProperties, _context: bpy.types
 
 
 def _input_changed_obstacles(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
-    scene.input_changed(props.id_data, "the obstacles changed")
+    scene.obstacles_setting_changed(props.id_data)
 
 
 def _pose_object_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:

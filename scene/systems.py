@@ -272,6 +272,17 @@ def input_changed(ob: bpy.types.Object, reason: str) -> None:
         request_refresh()
 
 
+def obstacles_setting_changed(ob: bpy.types.Object) -> None:
+    """The system's *Collisions* or *Obstacles* setting was set: sample again, unless it still
+    collides with the obstacles it was read with (a script setting it to its value)."""
+    state = runtime(ob)
+    if state is not None and not state.stale:
+        obstacles = system_obstacles(bpy.context.scene, ob)
+        if obstacle_fingerprint(obstacles) == state.prepared.obstacle_fingerprint:
+            return
+    input_changed(ob, "the obstacles changed")
+
+
 def enabled_changed(ob: bpy.types.Object) -> None:
     """Simulation switched on or off: drop frames and show the rest shape until the next frame."""
     state = runtime(ob)
@@ -353,8 +364,18 @@ def update_object(
         if not state.stale:
             state.stale = _stale_reason(ob, scene, depsgraph, state)
         if state.stale:
-            state.free_frames()
+            if state.frames:
+                state.free_frames()
             _request_read(ob)
+            if bpy.app.background:
+                # No timer re-reads it there: say so once, where a script's log shows it.
+                message = (
+                    f"outdated ({state.stale}): no frame is simulated until "
+                    "bpy.ops.oriented_strands.free_cache() reads the scene again"
+                )
+                if message != state.error:
+                    log.warning("Oriented Strands, object %r: %s", ob.name, message)
+                    state.error = message
             return
         settings = read_settings(ob, scene)
         animated = AnimatedValues(ob)

@@ -142,3 +142,28 @@ def test_editing_an_obstacle_outdates_the_cache(factory_scene):
     text, icon = system_status(ob)
     assert icon == "ERROR"
     assert "the obstacles changed" in text
+
+
+def test_a_script_setting_collisions_to_its_value_keeps_simulating(factory_scene, caplog):
+    """In background mode no timer re-reads an outdated system: setting *Collisions* to the value
+    it has (as a script does) leaves the cache valid and the strand falls as before; switching
+    it off outdates the cache, and the frame change says once, in the log, what to call."""
+    _obstacle(grid_mesh("ground", size=2.0), "PLANE")
+    ob = _strand(factory_scene)
+    _reread(ob)
+    factory_scene.frame_set(1)
+    ob.oriented_strands.use_collisions = True
+    played = _play(factory_scene, ob)
+    assert played[LAST_FRAME][-1, 2] < 3 * RADIUS
+    assert min(points[:, 2].min() for points in played.values()) > 0.9 * RADIUS
+
+    ob.oriented_strands.use_collisions = False
+    with caplog.at_level("WARNING"):
+        factory_scene.frame_set(2)
+        factory_scene.frame_set(3)
+    text, icon = system_status(ob)
+    assert icon == "ERROR"
+    assert "the obstacles changed" in text
+    told = [r.getMessage() for r in caplog.records if "free_cache" in r.getMessage()]
+    assert len(told) == 1
+    assert "'strand'" in told[0]
