@@ -131,8 +131,8 @@ def query_surface(
     moving at ``velocity`` (3, V) (all in the mesh's frame). Candidates are the triangles
     within ``reach`` (P,) (plus the thickness) of each point's path.
 
-    Three device-to-host transfers: the surface's largest speed and the mesh's box, the number
-    of point-cell entries, the number of candidate pairs.
+    Five device-to-host transfers: the surface's largest speed with the mesh's box, the numbers
+    of the triangles' and the points' cell entries, of candidate pairs, and of pairs kept.
     """
     n_points = x.shape[1]
     tri = topology.triangles
