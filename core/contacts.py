@@ -393,7 +393,7 @@ class ObstacleContacts:
         model, xp, settings = self.model, self.model.xp, self.settings
         swept = xp.arange(len(self._query_link)) if points is None else points
         swept_link = self._query_link[swept]
-        relative, _ = point_motion(
+        relative = point_position(
             model,
             data if end_frames is None else end_frames,
             swept_link,
@@ -425,7 +425,8 @@ class ObstacleContacts:
             found.dynamic_friction,
         )
         fraction = self._query_fraction[point]
-        weakness, lateral = _weakness(model, data, link, fraction, n, settings.weak_row_ratio)
+        arm = point_position(model, data, link, fraction)
+        weakness, lateral = _weakness(model, data, link, arm, n, settings.weak_row_ratio)
         # A weak contact's compliance makes up what its mobility lacks against the mobility
         # across its link's chain: 1/κ = (ratio − sin²θ) h/m, as the LCP's weak rows had it.
         stiffness_ratio = xp.where(
@@ -441,7 +442,7 @@ class ObstacleContacts:
             tree=model.link_tree[link],
             link=link,
             fraction=fraction,
-            arm=point_motion(model, data, link, fraction)[0],
+            arm=arm,
             normal=n,
             applied=n + (settings.buckling_tilt * weakness) * lateral,
             target=target,
@@ -908,12 +909,17 @@ def _trees_with(model: Model, flags: Any, tree: Any) -> Any:
     return marked
 
 
+def point_position(model: Model, data: Data, links: Any, fractions: Any) -> Any:
+    """Positions (3, P) relative to each tree's reference point of points ``fractions`` along
+    ``links``, from the link frames in ``data``."""
+    return data.r[:, links] + (fractions * model.length[links]) * data.oR[:, 1, links]
+
+
 def point_motion(model: Model, data: Data, links: Any, fractions: Any) -> tuple[Any, Any]:
-    """Positions relative to each tree's reference point and world velocities (3, P) of points
-    ``fractions`` along ``links``, from the link frames and velocities in ``data``."""
-    xp = model.xp
-    relative = data.r[:, links] + (fractions * model.length[links]) * data.oR[:, 1, links]
-    velocity = data.v[3:, links] + cross(xp, data.v[:3, links], relative)
+    """:func:`point_position` and the points' world velocities (3, P), from the link frames and
+    velocities in ``data``."""
+    relative = point_position(model, data, links, fractions)
+    velocity = data.v[3:, links] + cross(model.xp, data.v[:3, links], relative)
     return relative, velocity
 
 
@@ -925,10 +931,11 @@ def still(obstacles: Obstacles) -> ObstacleMotion:
 
 
 def _weakness(
-    model: Model, data: Data, link: Any, fraction: Any, normal: Any, ratio: float
+    model: Model, data: Data, link: Any, arm: Any, normal: Any, ratio: float
 ) -> tuple[Any, Any]:
     """How weak each contact is (C,), in [0, 1], and the unit direction (3, C) across its link
-    that its force tilts along if it pushes toward its tree's root (zero otherwise).
+    that its force tilts along if it pushes toward its tree's root (zero otherwise); ``arm``
+    (3, C) is each contact's point relative to its tree's reference point.
 
     A point moves across its own link by that link's joint, and along the line from its tree's
     root joint to it only by bending the chain: a push along both hardly moves it. With ``θ``
@@ -936,7 +943,6 @@ def _weakness(
     the push falls with ``sin²θ``: ``weakness = 1 − sin²θ / ratio`` where that is positive (a
     straight strand pushed along itself; not a folded strand lying across the push)."""
     xp = model.xp
-    arm, _ = point_motion(model, data, link, fraction)
     reach = arm - data.r[:, model.link_tree[link]]
     length = xp.sqrt(dot(reach, reach))
     along = dot(normal, reach) / xp.where(length > 1e-12, length, 1.0)

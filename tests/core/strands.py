@@ -94,6 +94,28 @@ def soft_hair(backend, n_strands: int = 3) -> Model:
     )
 
 
+def hair_parameters(**extra) -> StrandParameters:
+    """Hair-like strands: 0.01 kg/m, radius 1 mm, bending and twisting rigidity 2·10⁻⁵ N·m² with
+    a hundredth of it as damping, collision radius 2 mm; ``extra`` adds or replaces fields."""
+    values = {
+        "mass_per_length": 0.01,
+        "radius": 1e-3,
+        "bend_stiffness": 2e-5,
+        "twist_stiffness": 2e-5,
+        "bend_damping": 2e-7,
+        "twist_damping": 2e-7,
+        "collision_radius": 2e-3,
+    }
+    return StrandParameters(**{**values, **extra})
+
+
+def hanging_curtain(backend, xs) -> Model:
+    """A row of 40 cm strands of 16 links (:func:`hair_parameters`) hanging from ``(x, 0, 0)``
+    for each ``x`` of ``xs``."""
+    specs = [StrandSpec(polyline(16, 0.4, start=(x, 0.0, 0.0))) for x in xs]
+    return build_model(specs, hair_parameters(), backend=backend)
+
+
 def hair_on_head(backend, n_strands: int, n_links: int) -> tuple[Model, Obstacles]:
     """Strands rooted around a head sphere (radius 10 cm) at 50° of elevation, pointing down its
     side, a neck capsule below; the first link of each strand is out of collisions (its root
@@ -123,19 +145,7 @@ def hair_on_head(backend, n_strands: int, n_links: int) -> tuple[Model, Obstacle
         )
     weight = np.tile([0.0] + [1.0] * (n_links - 1), n_strands)
     model = build_model(
-        strands,
-        StrandParameters(
-            mass_per_length=0.01,
-            radius=1e-3,
-            bend_stiffness=2e-5,
-            twist_stiffness=2e-5,
-            bend_damping=2e-7,
-            twist_damping=2e-7,
-            drag=1e-3,
-            collision_radius=2e-3,
-            collision_weight=weight,
-        ),
-        backend=backend,
+        strands, hair_parameters(drag=1e-3, collision_weight=weight), backend=backend
     )
     skin = Material(0.0, 0.3, 0.2)
     obstacles = build_obstacles(
@@ -163,20 +173,7 @@ def hair_combed_over_scalp(backend, n_strands: int, n_links: int) -> tuple[Model
         for o, d in zip(outward, down, strict=True)
     ]
     weight = np.tile([0.0] + [1.0] * (n_links - 1), n_strands)
-    model = build_model(
-        strands,
-        StrandParameters(
-            mass_per_length=0.01,
-            radius=1e-3,
-            bend_stiffness=2e-5,
-            twist_stiffness=2e-5,
-            bend_damping=2e-7,
-            twist_damping=2e-7,
-            collision_radius=2e-3,
-            collision_weight=weight,
-        ),
-        backend=backend,
-    )
+    model = build_model(strands, hair_parameters(collision_weight=weight), backend=backend)
     return model, hair_on_head(backend, 1, 2)[1]
 
 

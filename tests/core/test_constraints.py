@@ -39,6 +39,7 @@ from strands import (
     STILL,
     hair_combed_over_scalp,
     hair_on_head,
+    hanging_curtain,
     polyline,
     random_tree,
     scene_frames,
@@ -395,20 +396,7 @@ def test_a_ball_swept_at_5_m_per_s_through_hanging_strands_pushes_them_aside(bac
     ends inside it, and the simulation does not diverge (the strands left wrapped round the ball
     turn at hundreds of rad/s; the deepest halving's Newton iteration then restarts from the
     step's start, damped)."""
-    specs = [StrandSpec(polyline(16, 0.4, start=(x, 0.0, 0.0))) for x in np.linspace(-0.1, 0.1, 20)]
-    model = build_model(
-        specs,
-        StrandParameters(
-            mass_per_length=0.01,
-            radius=1e-3,
-            bend_stiffness=2e-5,
-            twist_stiffness=2e-5,
-            bend_damping=2e-7,
-            twist_damping=2e-7,
-            collision_radius=2e-3,
-        ),
-        backend=backend,
-    )
+    model = hanging_curtain(backend, np.linspace(-0.1, 0.1, 20))
     radius, speed, start = 0.05, 5.0, -0.2
     obstacles = build_obstacles([Sphere(radius, Material(0.0, 0.3, 0.2), name="ball")], backend)
     substeps = SolverSettings().substeps

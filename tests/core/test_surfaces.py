@@ -22,7 +22,7 @@ from oriented_strands.core import (
 )
 from oriented_strands.core.errors import InvalidInputError
 from oriented_strands.core.obstacles import find_contacts, signed_distances
-from strands import STILL, polyline, scene_frames
+from strands import STILL, hanging_curtain, polyline, scene_frames
 
 BOX_LOW, BOX_HIGH = np.array([-0.1, -0.05, -0.2]), np.array([0.1, 0.05, 0.0])
 
@@ -370,22 +370,7 @@ def test_a_thin_panel_sweeping_through_hanging_strands_lets_none_through(backend
     obstacles = build_obstacles(
         [TriangleMesh(vertices, triangles, 0.3, thickness=1e-3, name="panel")], backend
     )
-    specs = [
-        StrandSpec(polyline(16, 0.4, start=(x, 0.0, 0.0))) for x in np.linspace(-0.25, 0.25, 40)
-    ]
-    model = build_model(
-        specs,
-        StrandParameters(
-            mass_per_length=0.01,
-            radius=1e-3,
-            bend_stiffness=2e-5,
-            twist_stiffness=2e-5,
-            bend_damping=2e-7,
-            twist_damping=2e-7,
-            collision_radius=2e-3,
-        ),
-        backend=backend,
-    )
+    model = hanging_curtain(backend, np.linspace(-0.25, 0.25, 40))
     substeps = SolverSettings().substeps
     sim = Simulation(model, SolverSettings(substeps=1), obstacles=obstacles)
     start, speed = -0.05, 2.0
