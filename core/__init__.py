@@ -32,7 +32,7 @@ from .fields import (
     Wind,
     apply_fields,
 )
-from .integrators import SolverSettings, StepStats
+from .integrators import Fallback, SolverSettings, StepStats
 from .interaction import InteractionStats, StrandInteraction
 from .lcp import solve_lcp
 from .model import Model, StrandParameters, StrandSpec, build_model
@@ -61,6 +61,7 @@ __all__ = [
     "Capsule",
     "ConstraintSettings",
     "ConstraintStats",
+    "Fallback",
     "Falloff",
     "ForceFields",
     "InteractionStats",

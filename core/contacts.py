@@ -97,6 +97,7 @@ definite side at once (``docs/collisions.md``, *Weak contacts*).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +106,7 @@ import numpy as np
 from . import dynamics, integrators
 from .dynamics import Data
 from .model import Model, select_trees
-from .obstacles import ObstacleMotion, Obstacles, find_contacts
+from .obstacles import ObstacleMotion, Obstacles, find_contacts, swept_distances
 from .spatial import cross, dot
 from .state import Control, State
 
@@ -133,6 +134,9 @@ class ContactSet:
     applied : (3, C) float, world
         The direction the normal force is applied along: ``normal``, tilted for weak contacts
         that push toward their tree's root (module docstring).
+    gap : (C,) float, m
+        The gap at ``t`` between the point's collision sphere and the surface (negative: the
+        depth it penetrates).
     target : (C,) float, m/s
         ``v_des``: the least normal velocity of the point relative to the obstacle's surface at
         ``t + h`` that the contact lets through without pushing.
@@ -156,6 +160,7 @@ class ContactSet:
     arm: Any
     normal: Any
     applied: Any
+    gap: Any
     target: Any
     surface_velocity: Any
     friction: Any
@@ -170,6 +175,7 @@ class ContactSet:
         "arm",
         "normal",
         "applied",
+        "gap",
         "target",
         "surface_velocity",
         "friction",
@@ -445,6 +451,7 @@ class ObstacleContacts:
             arm=arm,
             normal=n,
             applied=n + (settings.buckling_tilt * weakness) * lateral,
+            gap=d,
             target=target,
             surface_velocity=found.obstacle_velocity,
             friction=friction,
@@ -525,6 +532,34 @@ class ObstacleContacts:
             load=response.load,
             link_block=iterate.link_block,
         )
+
+    def overshoot(
+        self, found: ContactSet, control: Control, q: Any, h: float, tolerance: float
+    ) -> float:
+        """How much deeper (m) than it may any point of the contacts ``found`` goes into its
+        obstacle on the straight path from its position at the step's start to where the end
+        rotations ``q`` put it: beyond ``tolerance`` times its collision radius, or, for a point
+        deeper at the step's start, beyond that depth (``-inf`` without contacts; one number read
+        back from the device). A step with a positive overshoot is halved (:mod:`.stepping`):
+        the correction is linear in the joint velocities, and a point that a fast obstacle
+        swings far round its joint within the step leaves the line it was corrected along, to
+        end inside the obstacle or behind it."""
+        model, xp = self.model, self.model.xp
+        if len(found) == 0:
+            return -math.inf
+        point = found.key // self.obstacles.n_obstacles
+        obstacle = found.key % self.obstacles.n_obstacles
+        dynamics.forward_kinematics(
+            model, self._corrected, q, control.base_rotation, control.base_position
+        )
+        end = point_position(model, self._corrected, found.link, found.fraction)
+        end = end + control.base_position[:, model.link_base][:, found.link]
+        radius = self._query_radius[point]
+        start = self._start_position[:, point]
+        smallest = swept_distances(self.obstacles, self.motion, start, end, radius, h)
+        depth = radius - smallest[xp.arange(len(found)), obstacle]
+        excess = depth - xp.maximum(-found.gap, tolerance * radius)
+        return float(model.backend.to_host(xp.max(excess)))
 
     def set_motion(self, motion: ObstacleMotion) -> None:
         self.motion = motion
@@ -894,7 +929,7 @@ def revised_friction(
 STICKING_SHARE = 0.01
 # The trees the contact correction leaves unfinished after ``contact_iterations`` iterations on
 # the whole forest go on, on a model of their own, for this many times as many.
-TAIL_ITERATIONS = 4
+TAIL_ITERATIONS = 8
 # Bisections of the line search: its step is found to within 2⁻²⁰.
 LINE_SEARCH_BISECTIONS = 20
 # How far (relative) a sticking contact's friction may exceed its bound before it slides

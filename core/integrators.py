@@ -63,8 +63,13 @@ class SolverSettings:
         A step whose Newton iteration stops at its cap with an update still above this did not
         converge (or diverged); :class:`.Simulation` then redoes it as two half steps.
     max_subdivision_depth : int
-        How many times a step may be halved (down to ``h / 2**depth``) before
-        :class:`.Simulation` gives up with :class:`.SimulationDivergedError`; 0 never subdivides.
+        How many times a step may be halved (down to ``h / 2**depth``); 0 never subdivides. A
+        tree whose step still fails there falls back (:class:`Fallback`) or, ``strict``, stops
+        the simulation.
+    strict : bool
+        Raise :class:`.SimulationDivergedError` where a tree's step still fails at the deepest
+        halving, instead of letting that tree fall back for the step (:class:`Fallback`): for
+        tests, and for pipelines that would rather stop than bake a strand that fell back.
     workers : int or None
         How many processes :class:`.Simulation` steps groups of trees in, side by side (see
         :mod:`.workers`); None picks one per core (at most eight) on the NumPy backend for
@@ -80,6 +85,7 @@ class SolverSettings:
     newton_max_iterations: int = 16
     subdivision_threshold: float = 1e-2
     max_subdivision_depth: int = 5
+    strict: bool = False
     workers: int | None = None
 
     def __post_init__(self) -> None:
@@ -103,12 +109,35 @@ class SolverSettings:
             raise InvalidInputError(
                 f"max_subdivision_depth must be at least 0, got {self.max_subdivision_depth}"
             )
+        if not isinstance(self.strict, bool):
+            raise InvalidInputError(f"strict must be True or False, got {self.strict!r}")
         if self.workers is not None and (
             isinstance(self.workers, bool) or int(self.workers) != self.workers or self.workers < 1
         ):
             raise InvalidInputError(
                 f"workers must be a whole number >= 1 or None, got {self.workers!r}"
             )
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A tree whose step failed even halved as often as it may be, so that for that step it was
+    carried rigidly with its base (joint velocities zero, rotations those of the step's start)
+    while the other trees took their step.
+
+    Attributes
+    ----------
+    strand : int
+        The tree's root strand, as numbered in the whole model (``Model.strand_index``).
+    time : float, s
+        The end of the step it fell back in.
+    reason : str
+        What failed, for messages.
+    """
+
+    strand: int
+    time: float
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -128,12 +157,16 @@ class StepStats:
     subdivisions : int
         How many steps :meth:`.Simulation.advance` redid as two half steps (see
         ``SolverSettings.subdivision_threshold``).
+    fallbacks : tuple of Fallback
+        The trees that fell back, step by step, in time order (over a whole
+        :meth:`.Simulation.advance`).
     """
 
     iterations: int
     residual_norm: float
     largest_update: float = 0.0
     subdivisions: int = 0
+    fallbacks: tuple[Fallback, ...] = ()
 
 
 def integrate_rotation(xp: Any, q: Any, w: Any, h: float) -> Any:
@@ -167,14 +200,70 @@ def _finish(
     out.time = state.time + h
 
 
-def _raise_diverged(model: Model, w: Any) -> None:
-    finite = model.backend.to_host(model.xp.isfinite(w).all(axis=0))
+def _raise_diverged(model: Model, *values: Any) -> None:
+    """Raise :class:`.SimulationDivergedError` naming the first link with a non-finite entry in
+    any of ``values`` (k, N)."""
+    xp = model.xp
+    finite = model.backend.to_host(
+        sum(xp.any(~xp.isfinite(array), axis=0) * 1 for array in values) == 0
+    )
     link = int(np.argmin(finite))
     strand, index = model.link_strand_and_index(link)
     raise SimulationDivergedError(
         f"the simulation diverged: {model.describe_strand(strand)}, link {index} has non-finite "
         "velocity; lower the step size (more substeps), or check for extreme parameters"
     )
+
+
+def fall_back(
+    model: Model, data: Data, state: State, reasons: dict[int, str], out: State
+) -> tuple[Fallback, ...]:
+    """Carry the trees ``reasons`` names (host tree indices, with what failed) rigidly with their
+    bases through the step from ``state`` into ``out``: their joint velocities zero, their
+    rotations the start's, their last velocity changes forgotten (the next step starts from
+    rest, not from the failed change). Returns their :class:`Fallback` records."""
+    xp = model.xp
+    links = tree_mask(model, reasons)[model.link_tree]
+    out.w[...] = xp.where(links, 0.0, out.w)
+    out.q[...] = xp.where(links, state.q, out.q)
+    data.dw[...] = xp.where(links, 0.0, data.dw)
+    data.dw_previous[...] = xp.where(links, 0.0, data.dw_previous)
+    records = []
+    for tree, reason in sorted(reasons.items()):
+        strand, _ = model.link_strand_and_index(tree)
+        records.append(Fallback(int(model.strand_index[strand]), out.time, reason))
+    return tuple(records)
+
+
+def tree_mask(model: Model, trees: Any) -> Any:
+    """(T,) bool device array, True at the host tree indices ``trees``."""
+    mask = model.xp.zeros(model.n_trees, dtype=bool)
+    mask[model.backend.from_host(np.fromiter(trees, dtype=np.int64))] = True
+    return mask
+
+
+def non_finite_trees(model: Model, *values: Any) -> np.ndarray:
+    """Host indices of the trees with a non-finite entry in any of ``values`` (k, N) (per-link
+    arrays: velocities, rotations)."""
+    xp = model.xp
+    flags = sum(xp.any(~xp.isfinite(array), axis=0) * 1.0 for array in values)
+    return np.nonzero(model.backend.to_host(dynamics.tree_max(model, flags) > 0.0))[0]
+
+
+NON_FINITE = "its velocities or rotations became non-finite"
+
+
+def _failing_trees(model: Model, w: Any, q: Any, change: Any, threshold: float) -> dict[int, str]:
+    """The trees (host indices) whose velocities ``w`` or rotations ``q`` are not finite, or
+    whose last Newton update ``change`` (T,) is above ``threshold``, with what failed."""
+    reasons = dict.fromkeys(non_finite_trees(model, w, q).tolist(), NON_FINITE)
+    updates = model.backend.to_host(change)
+    for tree in np.nonzero(~(updates <= threshold))[0]:
+        reasons.setdefault(
+            int(tree),
+            f"its Newton iteration did not converge (last update {updates[tree]:.3g} rad/s)",
+        )
+    return reasons
 
 
 def joint_block(model: Model, control: Control, q: Any, h: float) -> Any:
@@ -285,6 +374,16 @@ def step_implicit(
             change[model.backend.from_host(stalled)] = exact_change
             largest = float(to_host(xp.max(change)))
             iterations += exact_iterations
+    # Trees that still fail fall back (fall_back, once the step is done); the rest keep it.
+    reasons: dict[int, str] = {}
+    if finish_exactly and not settings.strict:
+        q_new = integrate_rotation(xp, state.q, w_new, h)
+        reasons = _failing_trees(model, w_new, q_new, change, settings.subdivision_threshold)
+        if reasons:
+            failing = tree_mask(model, reasons)
+            w_new = xp.where(failing[model.link_tree], 0.0, w_new)
+            change = xp.where(failing, 0.0, change)
+            largest = float(to_host(xp.max(change)))
     if not np.isfinite(largest) or (
         finish_exactly and not bool(to_host(xp.all(xp.isfinite(w_new))))
     ):
@@ -299,7 +398,8 @@ def step_implicit(
     data.dw_count = min(data.dw_count + 1, 2)
     data.tree_update[...] = change
     _finish(model, state, control, q_new, w_new, h, out)
-    return StepStats(iterations, residual_norm, float(largest))
+    fallbacks = fall_back(model, data, state, reasons, out) if reasons else ()
+    return StepStats(iterations, residual_norm, float(largest), fallbacks=fallbacks)
 
 
 # A tree whose Newton iteration stops at the cap is solved again by Newton's method with its exact
@@ -489,9 +589,17 @@ def _anderson_correction(model: Model, w: Any, g: Any, past_w: list, past_g: lis
 
 
 def step_explicit(
-    model: Model, data: Data, state: State, control: Control, h: float, out: State
+    model: Model,
+    data: Data,
+    state: State,
+    control: Control,
+    h: float,
+    out: State,
+    fall_back_failing: bool = False,
 ) -> StepStats:
-    """Advance by ``h`` with articulated-body forward dynamics and semi-implicit Euler."""
+    """Advance by ``h`` with articulated-body forward dynamics and semi-implicit Euler; with
+    ``fall_back_failing``, trees whose velocities become non-finite fall back (:func:`fall_back`)
+    instead of raising."""
     xp = model.xp
     h = _check_step(h)
     bias = dynamics.inverse_dynamics(model, data, state.q, state.w, xp.zeros_like(state.w), control)
@@ -499,10 +607,15 @@ def step_explicit(
     dynamics.factorize(model, data, xp.zeros((3, 3, model.n_links), dtype=model.backend.float))
     data.plain_trees[...] = False
     w_new = state.w + h * dynamics.solve(model, data, -bias)
-    if not bool(model.backend.to_host(xp.isfinite(w_new).all())):
-        _raise_diverged(model, w_new)
-    _finish(model, state, control, integrate_rotation(xp, state.q, w_new, h), w_new, h, out)
-    return StepStats(0, 0.0)
+    q_new = integrate_rotation(xp, state.q, w_new, h)
+    # A finite velocity can still be large enough to overflow the rotation.
+    failing = non_finite_trees(model, w_new, q_new)
+    if len(failing) and not fall_back_failing:
+        _raise_diverged(model, w_new, q_new)
+    _finish(model, state, control, q_new, w_new, h, out)
+    reasons = dict.fromkeys(failing.tolist(), NON_FINITE)
+    fallbacks = fall_back(model, data, state, reasons, out) if reasons else ()
+    return StepStats(0, 0.0, fallbacks=fallbacks)
 
 
 def step(
@@ -516,13 +629,16 @@ def step(
     report_residual: bool = True,
     finish_exactly: bool = False,
 ) -> StepStats:
-    """Advance ``state`` by ``h`` into ``out`` with ``settings.method`` (``finish_exactly``: see
-    :func:`step_implicit`)."""
+    """Advance ``state`` by ``h`` into ``out`` with ``settings.method``. ``finish_exactly`` is
+    for a step halved as often as it may be (:func:`step_implicit`); there, unless
+    ``settings.strict``, trees that still fail fall back (:func:`fall_back`)."""
     if settings.method == "implicit":
         return step_implicit(
             model, data, state, control, h, settings, out, report_residual, finish_exactly
         )
-    return step_explicit(model, data, state, control, h, out)
+    return step_explicit(
+        model, data, state, control, h, out, finish_exactly and not settings.strict
+    )
 
 
 def step_dense_reference(

@@ -571,6 +571,25 @@ def signed_distances(obstacles: Obstacles, motion: ObstacleMotion, points: Any) 
     return distance[:, inverse], _to_world(xp, placed, normal)[:, :, inverse]
 
 
+def swept_distances(
+    obstacles: Obstacles, motion: ObstacleMotion, start: Any, end: Any, reach: Any, h: float
+) -> Any:
+    """Smallest signed distance (P, K) to each obstacle's surface along the straight path of
+    each point from ``start`` (3, P) at ``t`` to ``end`` (3, P) at ``t + h`` relative to the
+    obstacle moving over the step as :func:`find_contacts` has it (m, negative inside; a path
+    through a surface queried against its triangles counts as reaching its sheet), in given
+    obstacle order. Surfaces and grids are searched within ``reach`` (P,) of the paths."""
+    xp = obstacles.backend.xp
+    _check_points("start", start)
+    _check_points("end", end)
+    placed = _placed(obstacles, motion)
+    local = _to_local(xp, placed, start)
+    displacement = _local_displacement(xp, placed, start, end - start, h)
+    hits = _surface_hits(obstacles, placed, local, displacement, reach, h)
+    smallest = _swept_distance(obstacles, local, displacement, reach[:, None], hits)
+    return smallest[:, xp.argsort(obstacles.kind_order)]
+
+
 def find_contacts(
     obstacles: Obstacles,
     motion: ObstacleMotion,

@@ -7,17 +7,20 @@ A substep that fails — its Newton iteration stops at the cap with an update st
 included) — is redone as two half steps, the base motion and everything animated sampled at the
 midpoint through the same sources, and so on recursively down to ``max_subdivision_depth``
 halvings. There, trees that the Newton iteration leaves unfinished go on with Newton's method
-and their exact Jacobian (:func:`.integrators.step_implicit`, ``finish_exactly``): the
-iteration matrix leaves out the Coriolis coupling between links, which can slow the iteration
-more than a smaller step helps. Only a step that still fails then raises
-:class:`.SimulationDivergedError`, naming the strand. A step that leaves a joint more than
-``ConstraintSettings.limit_tolerance`` past its limit, and further past than it was at the step's
-start, is halved the same way (the error of the limit rows falls with the square of the step),
-and accepted as it is at the deepest halving. Substeps that do not fail are computed exactly as
-without this safeguard. The whole model (or, when stepped in worker processes, the worker's
-whole group of trees) is redone, not only the trees that failed: trees are independent, so the
-others merely take smaller steps, and a failing step is rare enough that redoing only some trees
-(a model of them, :func:`.model.select_trees`, built on the spot) would not pay for itself.
+and their exact Jacobian (:func:`.integrators.step_implicit`, ``finish_exactly``): the iteration
+matrix leaves out the Coriolis coupling between links, which can slow the iteration more than a
+smaller step helps. Trees whose step still fails then fall back for that step
+(:class:`.integrators.Fallback`: carried rigidly with their bases, their velocities zero) while
+the others keep theirs, and the step's statistics name them; with ``SolverSettings.strict`` the
+simulation stops with :class:`.SimulationDivergedError` instead, naming the strand. A step that
+leaves a joint more than ``ConstraintSettings.limit_tolerance`` past its limit, and further past
+than it was at the step's start, is halved the same way (the error of the limit rows falls with
+the square of the step), and accepted as it is at the deepest halving. Substeps that do not fail
+are computed exactly as without this safeguard. The whole model (or, when stepped in worker
+processes, the worker's whole group of trees) is redone, not only the trees that failed: trees
+are independent, so the others merely take smaller steps, and a failing step is rare enough that
+redoing only some trees (a model of them, :func:`.model.select_trees`, built on the spot) would
+not pay for itself.
 
 Constraints
 -----------
@@ -31,16 +34,17 @@ forces (:meth:`.constraints.ConstraintSolver.resolve`) unless the free step fail
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import integrators
 from .base_motion import BaseMotion
 from .constraints import ConstraintSolver
 from .dynamics import Data
 from .errors import SimulationDivergedError
-from .integrators import SolverSettings, StepStats, step
+from .integrators import Fallback, SolverSettings, StepStats, non_finite_trees, step
 from .interaction import Interaction
 from .model import Model
 from .obstacles import ObstacleMotion
@@ -128,20 +132,36 @@ class Constrain:
         self._control.set_base_motion(self._model, base)
         self._solver.begin(self._data, state, self._control, time, h)
 
-    def resolve(self, state: State, h: float, out: State) -> bool:
-        """Correct the free step ``out``; returns whether it kept the joint limits (no joint
-        left more than ``limit_tolerance`` past its limit and further past than at the start).
-        Raises :class:`.SimulationDivergedError` if the correction gives non-finite velocities
-        (so the step is subdivided)."""
-        self._solver.resolve(self._data, state, self._control, h, out)
-        xp, to_host = self._model.xp, self._model.backend.to_host
-        if not np.isfinite(float(to_host(xp.max(xp.abs(out.w))))):
+    def resolve(self, state: State, h: float, out: State, fall_back: bool) -> tuple[Fallback, ...]:
+        """Correct the free step ``out``. Trees the correction gives non-finite velocities fall
+        back (:func:`.integrators.fall_back`) with ``fall_back``; otherwise that raises
+        :class:`.SimulationDivergedError` (so the step is subdivided)."""
+        model, data = self._model, self._data
+        self._solver.resolve(data, state, self._control, h, out)
+        failing = non_finite_trees(model, out.w, out.q)
+        if not len(failing):
+            return ()
+        if not fall_back:
             raise SimulationDivergedError(
                 "the simulation diverged: the constraint forces gave non-finite velocities; "
                 "use more substeps, or check for contacts that push a straight strand along "
                 "its length"
             )
-        return self._solver.limit_overshoot(out) <= 0.0
+        reason = "the constraint forces gave it non-finite velocities"
+        return integrators.fall_back(
+            model, data, state, dict.fromkeys(failing.tolist(), reason), out
+        )
+
+    def held(self, out: State, h: float) -> bool:
+        """Whether the step of ``h`` from the last :meth:`begin` to ``out`` kept the joint
+        limits and the obstacles: no joint left more than ``limit_tolerance`` past its limit,
+        no contact's point more than ``penetration_tolerance`` of its radius inside its
+        obstacle, either further than at the start."""
+        solver = self._solver
+        return (
+            solver.limit_overshoot(out) <= 0.0
+            and solver.contact_overshoot(self._control, out, h) <= 0.0
+        )
 
 
 def _failed(stats: StepStats, settings: SolverSettings) -> bool:
@@ -196,14 +216,17 @@ class Stepper:
         times as steps were taken (current first), with the last step's statistics and the
         number of subdivisions.
         """
-        subdivisions = 0
+        subdivisions, fallbacks = 0, ()
         for k in range(substeps):
             # Only the last substep's statistics are kept, so only its residual is evaluated.
             *states, stats = self._step(states, start + (k + 1) * h, h, k == substeps - 1)
             subdivisions += stats.subdivisions
+            fallbacks += stats.fallbacks
         return (
             *states,
-            StepStats(stats.iterations, stats.residual_norm, stats.largest_update, subdivisions),
+            StepStats(
+                stats.iterations, stats.residual_norm, stats.largest_update, subdivisions, fallbacks
+            ),
         )
 
     def _step(
@@ -236,7 +259,9 @@ class Stepper:
                 failed = _failed(stats, settings)
                 held = True
                 if constrain is not None and not failed:
-                    held = constrain.resolve(state, h, spare)
+                    fallen = constrain.resolve(state, h, spare, deepest and not settings.strict)
+                    stats = replace(stats, fallbacks=stats.fallbacks + fallen)
+                    held = constrain.held(spare, h)
         except SimulationDivergedError:
             if deepest:
                 raise
@@ -261,5 +286,11 @@ class Stepper:
         return (
             state,
             spare,
-            StepStats(second.iterations, second.residual_norm, second.largest_update, subdivisions),
+            StepStats(
+                second.iterations,
+                second.residual_norm,
+                second.largest_update,
+                subdivisions,
+                first.fallbacks + second.fallbacks,
+            ),
         )

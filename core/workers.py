@@ -279,11 +279,16 @@ class Workers:
                 getattr(control, name)[..., worker.links] = value
             results.append(stats)
             constraint_stats.append(constrained)
+        fallbacks = sorted(
+            (fallback for result in results for fallback in result.fallbacks),
+            key=lambda fallback: (fallback.time, fallback.strand),
+        )
         return StepStats(
             max(result.iterations for result in results),
             max(result.residual_norm for result in results),
             max(result.largest_update for result in results),
             sum(result.subdivisions for result in results),
+            tuple(fallbacks),
         ), ConstraintStats(
             max(result.largest_problem for result in constraint_stats),
             sum(result.contacts for result in constraint_stats),

@@ -59,6 +59,8 @@ class _Bake:
         objects = job.finish()
         names = ", ".join(repr(ob.name) for ob in objects)
         self.report({"INFO"}, f"Baked {job.frame_count} frames to {names}")
+        for warning in job.warnings():
+            self.report({"WARNING"}, warning)
         return {"FINISHED"}
 
     def execute(self, context: bpy.types.Context) -> set[str]:

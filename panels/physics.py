@@ -204,6 +204,7 @@ class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):
         column.active = props.solver_method == "IMPLICIT"
         column.prop(props, "newton_tolerance")
         column.prop(props, "newton_max_iterations")
+        layout.prop(props, "stop_on_failure")
         layout.prop(props, "backend")
         reason = scene.backend_unavailable_reason(props.backend)
         if reason:

@@ -706,6 +706,17 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         options=STATIC,
         update=_parameters_changed,
     )
+    stop_on_failure: BoolProperty(
+        name="Stop on Failure",
+        description=(
+            "Stop with an error when a strand cannot be solved even at the smallest step, "
+            "instead of holding it rigid for that step (the status and the bake's summary "
+            "report the strands held rigid)"
+        ),
+        default=False,
+        options=STATIC,
+        update=_parameters_changed,
+    )
     worker_processes: IntProperty(
         name="Processes",
         description=(

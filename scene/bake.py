@@ -198,6 +198,9 @@ class BakeJob:
                     raise StrandError(
                         f"object {recording.ob.name!r}, frame {frame}: {error}"
                     ) from error
+                fell_back = recording.runtime.frame_fallbacks(frame)
+                if fell_back:
+                    self._output(f"  frame {frame}: object {recording.ob.name!r}: {fell_back}")
         self.next_frame += 1
         now = time.perf_counter()
         if self.done or now - self._last_report >= PROGRESS_INTERVAL:
@@ -238,7 +241,18 @@ class BakeJob:
             f"Oriented Strands: baked {self.frame_count} frames in {seconds:.1f} s: "
             + ", ".join(repr(ob.name) for ob in objects)
         )
+        for warning in self.warnings():
+            self._output(f"Oriented Strands: warning: {warning}")
         return objects
+
+    def warnings(self) -> list[str]:
+        """One line per system whose strands fell back in the frames simulated so far."""
+        return [
+            f"object {recording.ob.name!r}: {summary}"
+            for recording in self._recordings
+            for summary in (recording.runtime.fallback_report(),)
+            if summary
+        ]
 
 
 def _print_to_console(line: str) -> None:

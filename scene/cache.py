@@ -27,6 +27,7 @@ import numpy as np
 from ..core import (
     BaseTrajectory,
     ConstraintSettings,
+    Fallback,
     JointLimits,
     Model,
     ObstacleMotion,
@@ -354,6 +355,9 @@ class StrandSystemRuntime:
         self._constraints: tuple = (None, None, None)
         self.failed_frame: int | None = None
         """The frame whose step failed, if one did."""
+        self.fallbacks: dict[int, tuple[Fallback, ...]] = {}
+        """The simulated frames in which strands fell back (the engine's :class:`Fallback`:
+        a step that failed even halved as often as it may be carried them rigidly)."""
 
     @property
     def last_frame(self) -> int | None:
@@ -363,9 +367,45 @@ class StrandSystemRuntime:
     def free_frames(self) -> None:
         """Forget every simulated frame; the next request starts again from the rest shape."""
         self.frames.clear()
+        self.fallbacks.clear()
         self.error = ""
         self._failure = None
         self.failed_frame = None
+
+    def fallback_summary(self) -> str:
+        """A short line for the status on the strands held rigid in the simulated frames ("" if
+        none)."""
+        if not self.fallbacks:
+            return ""
+        strands = {fallback.strand for frame in self.fallbacks.values() for fallback in frame}
+        return (
+            f"{len(strands)} strand(s) held rigid in {len(self.fallbacks)} frame(s) from frame "
+            f"{min(self.fallbacks)}: raise Substeps"
+        )
+
+    def fallback_report(self) -> str:
+        """What :meth:`fallback_summary` says, with the first strand's name and why it fell back
+        ("" if none)."""
+        if not self.fallbacks:
+            return ""
+        first_frame = min(self.fallbacks)
+        first = self.fallbacks[first_frame][0]
+        return (
+            f"{self.fallback_summary()}. Their step failed even halved five times and they "
+            f"were held rigid for it: first {self.model.strand_names[first.strand]!r} at frame "
+            f"{first_frame}, {first.reason}"
+        )
+
+    def frame_fallbacks(self, frame: int) -> str:
+        """The strands held rigid in ``frame`` by name, and why the first was ("" if none)."""
+        fell_back = self.fallbacks.get(frame, ())
+        if not fell_back:
+            return ""
+        names = ", ".join(
+            repr(self.model.strand_names[strand])
+            for strand in sorted({fallback.strand for fallback in fell_back})
+        )
+        return f"{names} held rigid for a step: {fell_back[0].reason}"
 
     def rest_points(self) -> np.ndarray:
         """(n_points, 3) float32 rest shape, strand order."""
@@ -462,7 +502,7 @@ class StrandSystemRuntime:
                 if animated.is_animated:
                     self._set_animated_parameters(settings, animated.at(step_frame))
                 wind, force = self._air(prepared.fields[step_frame - prepared.frame_start])
-                simulation.advance(
+                stats = simulation.advance(
                     dt,
                     self._base,
                     pose=self._pose,
@@ -474,6 +514,8 @@ class StrandSystemRuntime:
             except StrandError as error:
                 self._failure, self.failed_frame = error, step_frame
                 raise
+            if stats.fallbacks:
+                self.fallbacks[step_frame] = stats.fallbacks
             self.frames[step_frame] = simulation.points().astype(np.float32)
         return self.frames[frame]
 

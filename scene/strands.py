@@ -111,6 +111,7 @@ def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSetting
                 substeps=props.substeps,
                 newton_tolerance=props.newton_tolerance,
                 newton_max_iterations=props.newton_max_iterations,
+                strict=props.stop_on_failure,
                 # Worker processes step NumPy models only; the panel greys the count out.
                 workers=(props.worker_processes or None) if props.backend == "numpy" else None,
             ),

@@ -239,7 +239,11 @@ def status(ob: bpy.types.Object) -> tuple[str, str]:
     frames = sorted(state.frames)
     size = state.cached_bytes()
     memory = f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{size / 2**10:.0f} kB"
-    return f"{len(frames)} frames cached ({frames[0]}–{frames[-1]}), {memory} in memory", "INFO"
+    cached = f"{len(frames)} frames cached ({frames[0]}–{frames[-1]}), {memory} in memory"
+    fell_back = state.fallback_summary()
+    if fell_back:
+        return f"{cached}; {fell_back}", "ERROR"
+    return cached, "INFO"
 
 
 def obstacle_names(ob: bpy.types.Object) -> list[str]:

@@ -9,7 +9,9 @@ from scene_builders import (  # noqa: E402
     hair_curves,
     poly_curve,
     scene_snapshot,
+    select_only,
 )
+from scene_builders import system_status as scene_status  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("extension")
 
@@ -102,3 +104,54 @@ def test_a_selection_without_curves_is_refused():
     with pytest.raises(RuntimeError):
         add_strand_system(mesh)
     assert scene_snapshot() == before
+
+
+def _explicit_pair(scene, tmp_path):
+    """Two horizontal strands (curves 0 and 1) with the Explicit method at 4 substeps, one of
+    them far too stiff for it (a 5 mm thick rod instead of a hair), saved for hair bakes."""
+    scene.frame_start, scene.frame_end = 1, 6
+    ob = poly_curve("pair", [[(0, 0, 0), (0.3, 0, 0)], [(0, 0.2, 0), (0.3, 0.2, 0)]])
+    assert add_strand_system(ob) == {"FINISHED"}
+    props = ob.oriented_strands
+    props.solver_method = "EXPLICIT"
+    props.radius = 0.005
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "pair.blend"))
+    return bpy.context.scene.objects["pair"]
+
+
+def test_strands_that_fall_back_are_named_in_the_status_and_the_bake_summary(
+    factory_scene, tmp_path, capsys
+):
+    """A step that fails even halved five times holds the failing strands rigid and goes on:
+    playback keeps every frame, the status names the curves and the frame (with the error icon),
+    and the bake finishes, printing which curves fell back at which frames."""
+    ob = _explicit_pair(factory_scene, tmp_path)
+    for frame in range(1, 7):
+        factory_scene.frame_set(frame)
+    text, icon = scene_status(ob)
+    assert icon == "ERROR"
+    assert "6 frames cached" in text
+    assert "2 strand(s) held rigid" in text
+    assert "raise Substeps" in text
+    select_only(ob)
+    assert bpy.ops.oriented_strands.bake_shape_keys() == {"FINISHED"}
+    printed = capsys.readouterr().out
+    assert "'pair: spline 0'" in printed
+    assert "held rigid for a step" in printed
+    assert "Oriented Strands: warning: object 'pair':" in printed
+
+
+def test_stop_on_failure_stops_where_a_strand_fails_and_keeps_the_frames_before(
+    factory_scene, tmp_path
+):
+    ob = _explicit_pair(factory_scene, tmp_path)
+    ob.oriented_strands.stop_on_failure = True
+    for frame in range(1, 7):
+        factory_scene.frame_set(frame)
+    text, icon = scene_status(ob)
+    assert icon == "ERROR"
+    assert text.startswith("Stopped at frame")
+    assert "diverged" in text
+    select_only(ob)
+    with pytest.raises(RuntimeError, match="'pair', frame .*diverged"):
+        bpy.ops.oriented_strands.bake_shape_keys()

@@ -390,14 +390,21 @@ def test_a_rising_plane_lifts_a_resting_tip_at_its_own_speed(backend):
     assert _tip_velocity(sim)[2] == pytest.approx(speed, rel=1e-3)
 
 
-def test_a_ball_swept_at_5_m_per_s_through_hanging_strands_pushes_them_aside(backend):
-    """A 10 cm ball swept at 5 m/s through a row of 20 hanging strands at mid-height, at the
-    default 4 substeps per frame: the strands it meets go with it, none of their points ever
-    ends inside it, and the simulation does not diverge (the strands left wrapped round the ball
-    turn at hundreds of rad/s; the deepest halving's Newton iteration then restarts from the
-    step's start, damped)."""
+@pytest.mark.parametrize(("speed", "frames"), [(5.0, 6), (10.0, 3), (20.0, 2)])
+def test_a_ball_swept_through_hanging_strands_pushes_them_aside(backend, speed, frames):
+    """A 10 cm ball swept at 5, 10 and 20 m/s through a row of 20 hanging strands at mid-height,
+    at the default 4 substeps per frame (it moves 0.5 to 2 diameters per substep): the strands
+    it meets go with it, none of their points ever ends inside it, none passes through it (the
+    straight path of a point relative to the ball over a substep never comes within half its
+    radius of its centre), and the bake does not stop. Steps whose correction swings a point
+    through the ball are halved (``penetration_tolerance``); strands left whipping round the
+    ball at hundreds of rad/s that even the deepest halving cannot step fall back for that
+    step, reported. (The slower stand-in backend runs half of the slowest ball's scene: the
+    faster balls' strands whip round them, and their steps are halved many times.)"""
+    if backend.name != "numpy" and speed > 5.0:
+        pytest.skip("the stand-in backend runs the slowest ball only")
     model = hanging_curtain(backend, np.linspace(-0.1, 0.1, 20))
-    radius, speed, start = 0.05, 5.0, -0.2
+    radius, start = 0.05, -0.2
     obstacles = build_obstacles([Sphere(radius, Material(0.0, 0.3, 0.2), name="ball")], backend)
     substeps = SolverSettings().substeps
     sim = Simulation(model, SolverSettings(substeps=1), obstacles=obstacles)
@@ -410,12 +417,21 @@ def test_a_ball_swept_at_5_m_per_s_through_hanging_strands_pushes_them_aside(bac
             obstacles, _pose(position=centre(t))[None], None, [[0.0, speed, 0.0]]
         )
 
-    for _ in range(scene_frames(backend, 6) * substeps):
-        sim.advance(1 / 24 / substeps, STILL, obstacle_motion=ball)
-        points = sim.points()
-        assert np.isfinite(points).all()
-        assert np.linalg.norm(points - centre(sim.time), axis=1).min() > radius
-    assert points[:, 1].max() > 0.1
+    before = sim.points() - centre(0.0)
+    furthest = 0.0
+    for _ in range(scene_frames(backend, frames) * substeps):
+        stats = sim.advance(1 / 24 / substeps, STILL, obstacle_motion=ball)
+        furthest = max(furthest, sim.points()[:, 1].max())
+        after = sim.points() - centre(sim.time)
+        assert np.isfinite(after).all()
+        assert np.linalg.norm(after, axis=1).min() > radius
+        path = after - before
+        along = np.clip(-np.sum(before * path, axis=1) / np.sum(path * path, axis=1), 0.0, 1.0)
+        closest = np.linalg.norm(before + along[:, None] * path, axis=1)
+        assert closest.min() > 0.5 * radius
+        assert all(fallback.strand in range(20) for fallback in stats.fallbacks)
+        before = after
+    assert furthest > 0.1
 
 
 def test_a_rising_floor_buckles_a_straight_strand_standing_on_it(backend):

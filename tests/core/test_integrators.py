@@ -173,7 +173,7 @@ def test_stiff_strand_is_stable_at_four_substeps_per_frame(backend):
     rest = model.rest_points
     rotation = swaying_base(implicit.time).rotation[0]
     assert np.abs(points - rest @ rotation.T).max() < 1e-3 * 0.3
-    explicit = Simulation(model, SolverSettings(method="explicit", substeps=4))
+    explicit = Simulation(model, SolverSettings(method="explicit", substeps=4, strict=True))
     # The explicit method overflows on the way to diverging: an error, not NumPy's warnings.
     with pytest.raises(SimulationDivergedError, match="strand 0"):
         _advance_frames(explicit, 48)

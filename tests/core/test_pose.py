@@ -275,7 +275,7 @@ def test_very_high_pose_strength_is_stable_at_four_substeps_per_frame(backend):
         posed.state.q = model.from_strand_order(trajectory(sim.time).rotation)
         posed.state.base_rotation[...] = sim.state.base_rotation
         assert np.abs(sim.points() - posed.points()).max() < 1e-3 * length
-    explicit = Simulation(model, SolverSettings(method="explicit", substeps=4))
+    explicit = Simulation(model, SolverSettings(method="explicit", substeps=4, strict=True))
     with pytest.raises(SimulationDivergedError, match="strand 0"):
         _advance_frames(explicit, 24, trajectory)
 

@@ -10,6 +10,7 @@ from oriented_strands.core import (
     Simulation,
     SimulationDivergedError,
     SolverSettings,
+    StrandParameters,
     StrandSpec,
     build_model,
     presets,
@@ -70,7 +71,11 @@ def test_a_step_that_keeps_failing_is_halved_down_to_the_depth_limit_and_names_t
     model = soft_hair(backend, 2)
     # One Newton iteration can never meet this threshold, so every step fails.
     settings = SolverSettings(
-        substeps=1, newton_max_iterations=1, subdivision_threshold=1e-12, max_subdivision_depth=2
+        substeps=1,
+        newton_max_iterations=1,
+        subdivision_threshold=1e-12,
+        max_subdivision_depth=2,
+        strict=True,
     )
     sim = Simulation(model, settings, gravity=(9.81, 0.0, 0.0))
     sampled, animated = [], []
@@ -92,6 +97,62 @@ def test_a_step_that_keeps_failing_is_halved_down_to_the_depth_limit_and_names_t
     assert sampled == [0.25, 0.125, 0.0625]
     assert animated == [0.0, 0.25, 0.125, 0.0625]
     assert sim.time == 0.0
+
+
+def test_trees_still_failing_at_the_deepest_halving_fall_back_and_are_reported(backend):
+    """Without ``strict``, the trees whose step still fails at the deepest halving are carried
+    rigidly with their bases for that step (here every step of both strands, at each quarter
+    of the frame: their shape stays the rest pose under a sideways gravity) and the advance
+    reports them by strand, time and reason instead of stopping."""
+    model = soft_hair(backend, 2)
+    settings = SolverSettings(
+        substeps=1, newton_max_iterations=1, subdivision_threshold=1e-12, max_subdivision_depth=2
+    )
+    sim = Simulation(model, settings, gravity=(9.81, 0.0, 0.0))
+    stats = sim.advance(0.25, STILL)
+    assert sim.time == 0.25
+    np.testing.assert_allclose(sim.points(), model.rest_points, atol=1e-12)
+    assert [(f.strand, f.time) for f in stats.fallbacks] == [
+        (strand, quarter * 0.0625) for quarter in (1, 2, 3, 4) for strand in (0, 1)
+    ]
+    assert all("did not converge" in f.reason for f in stats.fallbacks)
+    # The next frame starts from rest, not from the change that failed.
+    assert np.isfinite(sim.advance(0.25, STILL).largest_update)
+
+
+def test_an_explicit_step_that_overflows_falls_back_for_that_strand_alone(backend):
+    """A strand far too stiff for the explicit method beside a springless one, on a swaying
+    base: the stiff one overflows and falls back, the other swings on and is never reported,
+    and no value is left non-finite (a velocity large enough to overflow only the rotation
+    once went unnoticed)."""
+    # Per link: 16 of rigidity 100 N·m² (the stable implicit case of test_integrators), then 8
+    # of a springless chain, which the explicit method steps at 4 substeps.
+    stiff = np.r_[np.full(16, 1.0), np.full(8, 0.0)]
+    parameters = StrandParameters(
+        mass_per_length=5e-3,
+        radius=np.r_[np.full(16, 5e-4), np.full(8, 2e-3)],
+        bend_stiffness=100.0 * stiff,
+        twist_stiffness=100.0 * stiff,
+        bend_damping=1e-6 * stiff,
+        twist_damping=1e-6 * stiff,
+    )
+    specs = [
+        StrandSpec(polyline(16, 0.3, direction=(1.0, 0.0, -0.2)), name="stiff"),
+        StrandSpec(polyline(8, 0.2, start=(0.0, 0.1, 0.0)), name="soft"),
+    ]
+    model = build_model(specs, parameters, backend=backend)
+    sim = Simulation(model, SolverSettings(method="explicit", substeps=4))
+    trajectory = _swaying_base(6)
+    strands = set()
+    for _ in range(6):
+        strands |= {f.strand for f in sim.advance(1 / 24, trajectory).fallbacks}
+    assert strands == {0}
+    assert np.isfinite(sim.points()).all()
+
+
+def test_bad_strict_setting_is_refused():
+    with pytest.raises(InvalidInputError, match="strict"):
+        SolverSettings(strict=1)
 
 
 def test_a_failed_advance_leaves_the_state_as_it_was(backend):

@@ -219,6 +219,7 @@ def test_a_worker_whose_step_diverges_names_the_strand_and_leaves_the_state_as_i
         newton_max_iterations=1,
         subdivision_threshold=1e-12,
         max_subdivision_depth=2,
+        strict=True,
         workers=2,
     )
     sim = Simulation(model, settings, gravity=(9.81, 0.0, 0.0))
@@ -229,6 +230,30 @@ def test_a_worker_whose_step_diverges_names_the_strand_and_leaves_the_state_as_i
     np.testing.assert_array_equal(sim.state.q, before.q)
     np.testing.assert_array_equal(sim.state.w, before.w)
     sim.close()
+
+
+def test_trees_that_fall_back_in_workers_are_reported_as_in_one_process():
+    """Every step of both strands fails (one Newton iteration, an unreachable threshold): in
+    two worker processes the advance reports the same fallbacks, by whole-model strand, and
+    ends in the same state as in one."""
+    model = soft_hair("numpy", 2)
+    runs = []
+    for processes in (1, 2):
+        settings = SolverSettings(
+            substeps=1,
+            newton_max_iterations=1,
+            subdivision_threshold=1e-12,
+            max_subdivision_depth=2,
+            workers=processes,
+        )
+        sim = Simulation(model, settings, gravity=(9.81, 0.0, 0.0))
+        assert sim.processes == processes
+        runs.append((sim.advance(0.25, STILL).fallbacks, sim.points()))
+        sim.close()
+    (one, one_points), (two, two_points) = runs
+    assert len(one) == 8
+    assert one == two
+    np.testing.assert_array_equal(one_points, two_points)
 
 
 def test_a_worker_that_dies_is_reported_and_the_state_is_kept():
