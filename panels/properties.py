@@ -206,7 +206,7 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
             "cross-section's second moment of area (hair 3.9, green wood 2, rubber 0.01)"
         ),
         default=0.05,
-        min=0.0,
+        min=1e-6,
         soft_max=10.0,
         precision=4,
         update=_parameters_changed,
@@ -218,7 +218,7 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
             "cross-section's torsion constant (hair 0.89, green wood 0.14)"
         ),
         default=0.02,
-        min=0.0,
+        min=1e-6,
         soft_max=5.0,
         precision=4,
         update=_parameters_changed,
@@ -677,7 +677,10 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
     )
     substeps: IntProperty(
         name="Substeps",
-        description="Simulation steps per frame",
+        description=(
+            "Simulation steps per frame: more are more accurate and cost proportionally more "
+            "time; raise them where strands are held rigid or obstacles move fast"
+        ),
         default=4,
         min=1,
         soft_max=64,
@@ -709,9 +712,9 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
     stop_on_failure: BoolProperty(
         name="Stop on Failure",
         description=(
-            "Stop with an error when a strand cannot be solved even at the smallest step, "
-            "instead of holding it rigid for that step (the status and the bake's summary "
-            "report the strands held rigid)"
+            "Stop with an error when a strand's step cannot be solved even halved five times, "
+            "instead of freezing that strand's motion relative to its root for the step (the "
+            "status and the bake's summary list the strands frozen; more Substeps avoid it)"
         ),
         default=False,
         options=STATIC,

@@ -93,6 +93,9 @@ class StrandSettings:
 def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSettings:
     """Flatten ``ob.oriented_strands`` (and the scene gravity it may use) into plain values."""
     props = getattr(ob, PROPERTY_GROUP)
+    for rna in props.bl_rna.properties:
+        if rna.type == "FLOAT" and not rna.is_readonly:
+            check_value(props.bl_rna, rna, _plain(getattr(props, rna.identifier)))
     gravity = tuple(scene.gravity) if scene.use_gravity else (0.0, 0.0, 0.0)
     return StrandSettings(
         conversion=ConversionSettings(
@@ -192,7 +195,36 @@ class AnimatedValues:
                 values[name] = float(self._curves[(name, 0)].evaluate(frame))
             else:
                 values[name] = current
+            self._check(name, values[name], frame)
         return values
+
+    def _check(self, name: str, value: object, frame: float) -> None:
+        rna = self._props.bl_rna.properties[name]
+        if rna.type == "FLOAT":
+            check_value(self._props.bl_rna, rna, value, frame)
+
+
+def check_value(
+    group: bpy.types.Struct, rna: bpy.types.Property, value: object, frame: float | None = None
+) -> None:
+    """Refuse a float property's value (or any of a vector's) that is not finite or lies
+    outside the property's range (a script or driver can set NaN; a Bézier curve can overshoot
+    its keys), naming it by the panel's label (with its identifier where labels repeat, as the
+    root-to-tip *Tip* and *Shape* do); callers name the object."""
+    label = rna.name
+    if sum(other.name == label for other in group.properties) > 1:
+        label = f"{label} ({rna.identifier})"
+    for number in value if isinstance(value, tuple) else (value,):
+        if not math.isfinite(number):
+            problem = "is not a number" if math.isnan(number) else "is infinite"
+        elif number < rna.hard_min:
+            problem = f"is {number:g}, below its least value {rna.hard_min:g}"
+        elif number > rna.hard_max:
+            problem = f"is {number:g}, above its largest value {rna.hard_max:g}"
+        else:
+            continue
+        where = "" if frame is None else f" at frame {frame:g}"
+        raise SceneInputError(f"{label} {problem}{where}")
 
 
 def _plain(value: object) -> float | tuple[float, ...]:

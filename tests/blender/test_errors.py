@@ -155,3 +155,45 @@ def test_stop_on_failure_stops_where_a_strand_fails_and_keeps_the_frames_before(
     select_only(ob)
     with pytest.raises(RuntimeError, match="'pair', frame .*diverged"):
         bpy.ops.oriented_strands.bake_shape_keys()
+
+
+def test_a_parameter_a_script_makes_nan_is_named_by_its_panel_label(factory_scene):
+    """A script (or driver) can set a float property to NaN: the status names the property by
+    the label the panel shows, not by the engine's parameter, and nothing is simulated."""
+    ob = poly_curve("hair", [GOOD])
+    assert add_strand_system(ob) == {"FINISHED"}
+    ob.oriented_strands.youngs_modulus = float("nan")
+    factory_scene.frame_set(2)
+    text, icon = scene_status(ob)
+    assert icon == "ERROR"
+    assert text.startswith("Bending Modulus is not a number")
+
+
+def test_a_keyframed_parameter_outside_its_range_is_refused_at_its_frame(factory_scene):
+    """Keyframes evaluate to values the panel would not accept (here a linear F-curve
+    extrapolated below zero): the status names the label, the value and the frame."""
+    ob = poly_curve("hair", [GOOD])
+    assert add_strand_system(ob) == {"FINISHED"}
+    props = ob.oriented_strands
+    for frame, value in ((1, 2.0), (3, 1.0)):
+        props.air_drag = value
+        props.keyframe_insert("air_drag", frame=frame)
+    for curve in _fcurves(ob):
+        curve.extrapolation = "LINEAR"
+    for frame in range(1, 7):
+        factory_scene.frame_set(frame)
+    text, icon = scene_status(ob)
+    assert icon == "ERROR"
+    assert "below its least value 0 at frame" in text
+
+
+def test_bending_and_twisting_moduli_cannot_be_set_to_zero_in_the_panel():
+    properties = bpy.types.Object.bl_rna.properties["oriented_strands"].fixed_type.properties
+    for name in ("youngs_modulus", "shear_modulus"):
+        assert properties[name].hard_min > 0.0
+
+
+def _fcurves(ob):
+    from oriented_strands.scene.animation import fcurves_under
+
+    return [curve for curve in fcurves_under(ob, "oriented_strands.").values()]
