@@ -163,8 +163,24 @@ def main(argv: list[str] | None = None) -> int:
         arguments = _parser().parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    # Blender keeps its configuration where this points; never touch the user's real one.
-    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="oriented-strands-"))
+    # Blender keeps its configuration where this points when it starts (bpy's import): as a
+    # module, never touch the user's real one; the folder goes when the run ends. Inside Blender,
+    # or where the caller chose one, it is left alone.
+    configuration = None
+    if "bpy" not in sys.modules and "BLENDER_USER_RESOURCES" not in os.environ:
+        configuration = tempfile.TemporaryDirectory(prefix="oriented-strands-")
+        os.environ["BLENDER_USER_RESOURCES"] = configuration.name
+    try:
+        return _run_in_blender(arguments)
+    finally:
+        if configuration is not None:
+            del os.environ["BLENDER_USER_RESOURCES"]
+            configuration.cleanup()
+
+
+def _run_in_blender(arguments: argparse.Namespace) -> int:
+    """Bake as ``arguments`` ask, registering the extension if Blender has not; the exit
+    status."""
     import bpy
 
     from . import register, unregister

@@ -33,11 +33,16 @@ def test_the_command_writes_the_same_files_as_the_operators(tree, tmp_path):
         "FINISHED"
     }
 
-    environment = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
+    # Blender's configuration goes to a temporary folder of the run's own, removed at its end.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    environment = {k: v for k, v in os.environ.items() if k != "BLENDER_USER_RESOURCES"}
+    environment["TMPDIR"] = str(scratch)
     command = [sys.executable, "-m", "oriented_strands.bake", str(farm / "tree.blend")]
     command += ["--target", "hair", "--alembic", "//hair.abc", "--save"]
     done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
     assert done.returncode == 0, done.stderr
+    assert list(scratch.iterdir()) == []
     assert "frame 8 (8/8)" in done.stdout
     assert f"wrote alembic {farm / 'hair.abc'}" in done.stdout
 
