@@ -203,11 +203,7 @@ def _finish(
 def _raise_diverged(model: Model, *values: Any) -> None:
     """Raise :class:`.SimulationDivergedError` naming the first link with a non-finite entry in
     any of ``values`` (k, N)."""
-    xp = model.xp
-    finite = model.backend.to_host(
-        sum(xp.any(~xp.isfinite(array), axis=0) * 1 for array in values) == 0
-    )
-    link = int(np.argmin(finite))
+    link = int(np.argmax(model.backend.to_host(_non_finite_links(model.xp, *values))))
     strand, index = model.link_strand_and_index(link)
     raise SimulationDivergedError(
         f"the simulation diverged: {model.describe_strand(strand)}, link {index} has non-finite "
@@ -245,9 +241,16 @@ def tree_mask(model: Model, trees: Any) -> Any:
 def non_finite_trees(model: Model, *values: Any) -> np.ndarray:
     """Host indices of the trees with a non-finite entry in any of ``values`` (k, N) (per-link
     arrays: velocities, rotations)."""
-    xp = model.xp
-    flags = sum(xp.any(~xp.isfinite(array), axis=0) * 1.0 for array in values)
+    flags = _non_finite_links(model.xp, *values) * 1.0
     return np.nonzero(model.backend.to_host(dynamics.tree_max(model, flags) > 0.0))[0]
+
+
+def _non_finite_links(xp: Any, *values: Any) -> Any:
+    """(N,) bool: the links with a non-finite entry in any of ``values`` (k, N)."""
+    flags = xp.zeros(values[0].shape[-1], dtype=bool)
+    for array in values:
+        flags |= xp.any(~xp.isfinite(array), axis=0)
+    return flags
 
 
 NON_FINITE = "its velocities or rotations became non-finite"
