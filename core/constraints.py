@@ -63,9 +63,10 @@ One substep with constraints
    rows in the substep, see :class:`ConstraintSettings`) a Newton iteration of the backward-Euler
    residual with the forces (the contacts' held at their values) as a load, through the free
    step's own kind of factorisation, makes the state consistent with the forces (the operator
-   is linear; it misses the Coriolis coupling and the geometric stiffness of gravity and of the
-   forces themselves), and each further pass measures the rows again, removes the effect of the
-   forces found so far (the paper's §4 correction: ``b = v^d − v + A x``) and solves the LCP for
+   is linear; it misses the Coriolis coupling and the geometric stiffness of the forces
+   themselves, though not that of the links' tension), and each further pass measures the rows
+   again, removes the effect of the forces found so far (the paper's §4 correction:
+   ``b = v^d − v + A x``) and solves the LCP for
    the total, warm-started. The last pass ends with its linear correction, so the rows hold to
    the accuracy of the LCP.
 
@@ -564,7 +565,7 @@ class ConstraintSolver:
     def resolve(self, data: Data, state: State, control: Control, h: float, out: State) -> None:
         """Correct the free step ``out`` (from ``state`` over ``h``) by the constraint forces."""
         model, xp = self.model, self.model.xp
-        dynamics.link_velocities(model, data, out.q, out.w, control)
+        _step_end(model, data, state, control, h, out)
         parts: list[_Rows] = []
         limit_rows = bilateral_rows = contacts = 0
         touching = xp.zeros(model.n_trees, dtype=bool)
@@ -575,7 +576,7 @@ class ConstraintSolver:
             )
             self.last_contacts, touching = corrected, corrected.touching
             contacts = len(corrected.found)
-            dynamics.link_velocities(model, data, out.q, out.w, control)
+            _step_end(model, data, state, control, h, out)
         if self._limits is not None:
             rows = self._limit_rows(out, h)
             limit_rows = rows.tree.shape[0]
@@ -634,7 +635,7 @@ class ConstraintSolver:
         model = self.model
         missing = constrained & ~data.plain_trees
         dynamics.factorize_trees(
-            model, data, missing, integrators.joint_block(model, control, q, h)
+            model, data, missing, integrators.joint_block(model, control, q, h), tension_step=h
         )
         data.plain_trees |= missing
 
@@ -868,6 +869,7 @@ class ConstraintSolver:
                     None if contacts is None else contacts.link_block,
                     velocity_step=h,
                     control=control,
+                    tension_step=h,
                 )
                 data.plain_trees[...] = False
                 load = self._joint_load(
@@ -1207,3 +1209,14 @@ def _log_device(xp: Any, q: Any) -> Any:
     angle = 2.0 * xp.arctan2(sine, q[0])
     small = sine < 1e-12
     return q[1:] * xp.where(small, 2.0, angle / xp.where(small, 1.0, sine))
+
+
+def _step_end(
+    model: Model, data: Data, state: State, control: Control, h: float, out: State
+) -> None:
+    """Link frames, centres of mass and velocities at the end ``out`` of a step from ``state``,
+    and the forces of the step's dynamics there (``data.f``), from which the pass's Newton
+    matrices take the tension of the links (:func:`.dynamics.tension_stiffness`): a tree's own,
+    whatever the other trees' Newton iterations left in ``data``."""
+    dynamics.inverse_dynamics(model, data, out.q, out.w, (out.w - state.w) * (1.0 / h), control)
+    dynamics.link_velocities(model, data, out.q, out.w, control)

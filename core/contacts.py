@@ -618,7 +618,7 @@ def _start(
     n_delta = xp.zeros_like(w_free) if n_delta is None else n_delta
     response = respond(model, contacts, data.S, w_free + delta, control, friction)
     link_block = newton_block(model, contacts, response.piece, friction, h)
-    dynamics.factorize(model, data, blocks, link_block)
+    dynamics.factorize(model, data, blocks, link_block, tension_step=h)
     return _Iterate(
         delta,
         n_delta,
@@ -690,7 +690,7 @@ def _iterate(
         refactored = _trees_with(model, flipped, contacts.tree)
         if bool(to_host(xp.any(refactored))):
             link_block = newton_block(model, contacts, piece, friction, h)
-            dynamics.factorize_trees(model, data, refactored, blocks, link_block)
+            dynamics.factorize_trees(model, data, refactored, blocks, link_block, tension_step=h)
         if not bool(to_host(xp.any(iterating))):
             break
     return _Iterate(delta, n_delta, friction, piece, response, link_block, iterating)
@@ -720,7 +720,7 @@ def _finish_apart(
     in_part = iterate.iterating[contacts.tree]
     part_contacts = contacts.restricted(in_part, number, part.link_tree)
     part_data = Data.for_model(part)
-    for name in ("oR", "r", "c"):
+    for name in ("oR", "r", "c", "f"):
         setattr(part_data, name, getattr(data, name)[..., chosen])
     dynamics.motion_subspaces(part, part_data)
     part_blocks = blocks[..., chosen]

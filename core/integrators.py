@@ -8,12 +8,14 @@ Backward Euler on the unknown joint velocities ``w⁺`` with ``q⁺ = q ⊗ exp(
 
 ``R`` is evaluated exactly by recursive Newton–Euler (:func:`.dynamics.inverse_dynamics`). Newton
 updates solve ``(M + h D + h² K) Δ = −h R`` in linear time with the articulated-body recursion,
-``D`` and ``K`` being the joint-local damping and spring tangent stiffness; the factorisation is
-made once per step and reused by every iteration (modified Newton). The link-local derivative
-of the velocity-dependent forces (gyroscopic, centripetal, drag) is folded into each link's
-inertia the same way. Terms that are neither joint- nor link-local (Coriolis coupling between
-links, gravity's geometric stiffness) stay exact in ``R``, so the iteration still converges to
-the backward-Euler solution, linearly rather than quadratically. :func:`step_dense_reference` solves
+``D`` and ``K`` being the joint-local damping and spring tangent stiffness. The link-local
+derivative of the velocity-dependent forces (gyroscopic, centripetal, drag) and the geometric
+stiffness of the tension the links carry (:func:`.dynamics.tension_stiffness`) are folded into
+each link's inertia the same way. The factorisation is made at the first guess and reused
+(modified Newton); trees still iterating after :data:`REFACTORIZE_AFTER` iterations get theirs
+again at every new iterate. Terms that are neither joint- nor link-local (the Coriolis coupling
+between links) stay exact in ``R``, so the iteration still converges to the backward-Euler
+solution, linearly rather than quadratically. :func:`step_dense_reference` solves
 the same equations with a dense finite-difference Jacobian, as the reference for tests; a step
 halved as often as it may be finishes the trees the iteration leaves unfinished the same way,
 tree by tree (:func:`_newton_exact`).
@@ -299,13 +301,18 @@ def step_implicit(
     Each iteration takes the articulated-body Newton update ``g`` and mixes it with the last
     ``ANDERSON_DEPTH`` updates (Anderson acceleration): the mix that best cancels the updates'
     changes fixes most of what the joint- and link-local Jacobian leaves out (the Coriolis
-    coupling of fast-spinning chains), at the price of a few dot products per iteration.
+    coupling of fast-spinning chains), at the price of a few dot products per iteration. The
+    Newton matrix is factorised at the first guess; trees still iterating after
+    :data:`REFACTORIZE_AFTER` iterations are factorised again at each new iterate (the tension
+    of a swinging soft strand, and with it its stiffness, follows its velocities), and mix only
+    updates made through their new factors.
 
-    Trees (root strands with their branches) are independent systems, so both the acceleration
-    and the convergence test act per tree: each tree gets its own mixing weights, and a tree whose
-    largest update has fallen to the tolerance takes that update and then stays put while the
-    others iterate on. A tree's step therefore does not depend on the other trees of the model,
-    which is what lets :class:`.Simulation` step groups of trees separately with the same result.
+    Trees (root strands with their branches) are independent systems, so the acceleration, the
+    refactorisation and the convergence test act per tree: each tree gets its own mixing weights,
+    and a tree whose largest update has fallen to the tolerance takes that update and then stays
+    put while the others iterate on. A tree's step therefore does not depend on the other trees of
+    the model, which is what lets :class:`.Simulation` step groups of trees separately with the
+    same result.
 
     With ``finish_exactly``, trees still unfinished at ``settings.newton_max_iterations`` go on
     with Newton's method and their exact Jacobian (:func:`_newton_exact`). The stepping asks for
@@ -326,39 +333,46 @@ def step_implicit(
         joint_block(model, control, q_new, h),
         velocity_step=velocity_step,
         control=control,
+        tension_step=h,
     )
     data.plain_trees[...] = data.constrained
     past_w: list[Any] = []
     past_g: list[Any] = []
-    converged = xp.zeros(model.n_trees, dtype=bool)
-    iterations = 0
+    newton = _Newton(w_new, xp.zeros(model.n_trees, dtype=bool))
+    cap = int(settings.newton_max_iterations)
     while True:
-        iterations += 1
+        newton.iterations += 1
         g = dynamics.solve(model, data, -h * r).copy()
         change = dynamics.tree_max(model, xp.max(xp.abs(g), axis=0))
         if past_g:
-            step = g - _anderson_correction(model, w_new, g, past_w, past_g)
+            step = g - _anderson_correction(model, newton.w, g, past_w, past_g)
         else:
             step = g
-        past_w, past_g = (past_w + [w_new])[-ANDERSON_DEPTH:], (past_g + [g])[-ANDERSON_DEPTH:]
+        past_w = (past_w + [newton.w])[-ANDERSON_DEPTH:]
+        past_g = (past_g + [g])[-ANDERSON_DEPTH:]
         # Converged trees keep their velocities: their updates are below the tolerance already.
-        w_new = w_new + xp.where(converged[model.link_tree], 0.0, step)
-        converged = converged | (change <= settings.newton_tolerance)
+        newton.w = newton.w + xp.where(newton.converged[model.link_tree], 0.0, step)
+        newton.converged = newton.converged | (change <= settings.newton_tolerance)
+        newton.change = change
         # One explicit device-to-host transfer per iteration: the largest update, whether every
         # tree has converged, and the largest step taken (the mixed step can overflow where the
         # update did not).
-        largest, finished, largest_step = to_host(
-            xp.stack((xp.max(change), xp.all(converged).astype(change.dtype), xp.max(xp.abs(step))))
+        all_converged = xp.all(newton.converged).astype(change.dtype)
+        newton.largest, finished, largest_step = to_host(
+            xp.stack((xp.max(change), all_converged, xp.max(xp.abs(step))))
         )
-        if not (np.isfinite(largest) and np.isfinite(largest_step)):
-            if not finish_exactly:
-                _raise_diverged(model, w_new)
-            # At the deepest halving the trees that ran away start again from the step's start.
+        newton.finite = bool(np.isfinite(newton.largest) and np.isfinite(largest_step))
+        if not newton.finite or finished or newton.iterations >= min(cap, REFACTORIZE_AFTER):
             break
-        if finished or iterations >= int(settings.newton_max_iterations):
-            break
-        q_new = integrate_rotation(xp, state.q, w_new, h)
-        r = residual(model, data, state, q_new, w_new, control, h)
+        q_new = integrate_rotation(xp, state.q, newton.w, h)
+        r = residual(model, data, state, q_new, newton.w, control, h)
+    if newton.finite and not finished and newton.iterations < cap:
+        _refactorized_iterations(model, data, state, control, h, settings, velocity_step, newton)
+    if not newton.finite and not finish_exactly:
+        _raise_diverged(model, newton.w)
+    # At the deepest halving the trees that ran away start again from the step's start (below).
+    w_new, change, converged = newton.w, newton.change, newton.converged
+    largest, iterations = newton.largest, newton.iterations
     # A tree counts as converged once its update fell to the tolerance; its last update (which
     # the step is judged by) can have grown again since.
     unfinished = ~converged | ~(change <= settings.subdivision_threshold)
@@ -367,7 +381,7 @@ def step_implicit(
     if finish_exactly and bool(to_host(xp.any(unfinished))):
         stalled = np.nonzero(to_host(unfinished))[0]
         exact = None
-        if np.isfinite(largest) and np.isfinite(largest_step):
+        if newton.finite:
             exact = _newton_exact(model, state, control, w_new, h, settings, stalled)
         if exact is None:
             exact = _newton_exact(model, state, control, state.w, h, settings, stalled, damped=True)
@@ -403,6 +417,111 @@ def step_implicit(
     _finish(model, state, control, q_new, w_new, h, out)
     fallbacks = fall_back(model, data, state, reasons, out) if reasons else ()
     return StepStats(iterations, residual_norm, float(largest), fallbacks=fallbacks)
+
+
+@dataclass(eq=False)
+class _Newton:
+    """Where the Newton iteration of a step stands.
+
+    ``w`` (3, N) is the iterate, ``converged`` (T,) the trees whose update has fallen to the
+    tolerance (they stay put), ``change`` (T,) each tree's last update's largest entry and
+    ``largest`` its maximum (host); ``finite`` is False once an update or a step overflowed."""
+
+    w: Any
+    converged: Any
+    change: Any = None
+    largest: float = 0.0
+    finite: bool = True
+    iterations: int = 0
+
+
+def _refactorized_iterations(
+    model: Model,
+    data: Data,
+    state: State,
+    control: Control,
+    h: float,
+    settings: SolverSettings,
+    velocity_step: Any,
+    newton: _Newton,
+) -> None:
+    """Go on with the trees ``newton`` leaves iterating, up to the iteration cap, each
+    factorised again at every iterate (plain Newton updates); updates ``newton`` in place.
+
+    The tension a soft strand carries follows its velocities, so the factors of the first guess
+    can be far from the iterate's (:func:`step_implicit`). The iteration runs on a model of just
+    the trees iterating when they are fewer than half (:func:`.model.select_trees`, their
+    factors put back into ``data``): a few trees' iterations then cost what those trees do, and
+    that model is narrowed again whenever fewer than half of its trees still iterate. A tree's
+    updates and factors depend only on the tree, so it steps as it would in the whole model.
+    """
+    xp, backend, to_host = model.xp, model.backend, model.backend.to_host
+    cap = int(settings.newton_max_iterations)
+    while newton.iterations < cap:
+        iterating = ~newton.converged
+        trees = np.nonzero(to_host(iterating))[0]
+        if 2 * len(trees) < model.n_trees:
+            part, links = select_trees(model, trees)
+            chosen = backend.from_host(links)
+            part_data = Data.for_model(part)
+            part_state = State(
+                state.q[:, chosen],
+                state.w[:, chosen],
+                state.base_rotation,
+                state.base_position,
+                state.time,
+            )
+            part_control = control.at_links(chosen)
+            part_velocity_step = velocity_step[chosen]
+            w, converged = newton.w[:, chosen], xp.zeros(part.n_trees, dtype=bool)
+            change = newton.change[backend.from_host(trees)]
+        else:
+            part, part_data, part_state, part_control = model, data, state, control
+            part_velocity_step, chosen = velocity_step, None
+            w, converged, change = newton.w, newton.converged, newton.change
+        while newton.iterations < cap:
+            newton.iterations += 1
+            q = integrate_rotation(xp, part_state.q, w, h)
+            r = residual(part, part_data, part_state, q, w, part_control, h)
+            # The converged trees keep their factors: save them, factorise all, put them back.
+            kept = converged[part.link_tree]
+            saved = {name: getattr(part_data, name)[..., kept] for name in FACTORS}
+            dynamics.factorize(
+                part,
+                part_data,
+                joint_block(part, part_control, q, h),
+                velocity_step=part_velocity_step,
+                control=part_control,
+                tension_step=h,
+            )
+            for name in FACTORS:
+                getattr(part_data, name)[..., kept] = saved[name]
+            g = dynamics.solve(part, part_data, -h * r)
+            update = dynamics.tree_max(part, xp.max(xp.abs(g), axis=0))
+            change = xp.where(converged, change, update)
+            w = w + xp.where(kept, 0.0, g)
+            converged = converged | (update <= settings.newton_tolerance)
+            largest, remaining = to_host(
+                xp.stack((xp.max(xp.where(converged, 0.0, update)), xp.sum(~converged) * 1.0))
+            )
+            newton.finite = bool(np.isfinite(largest))
+            if not newton.finite or 2 * remaining < part.n_trees:
+                break
+        if chosen is None:
+            newton.w, newton.converged, newton.change = w, converged, change
+        else:
+            newton.w[:, chosen] = w
+            newton.converged[backend.from_host(trees)] = converged
+            newton.change[backend.from_host(trees)] = change
+            for name in FACTORS:
+                getattr(data, name)[..., chosen] = getattr(part_data, name)
+        newton.largest = float(to_host(xp.max(newton.change)))
+        if not newton.finite or bool(to_host(xp.all(newton.converged))):
+            return
+
+
+# The factors of the articulated-body factorisation in ``Data``.
+FACTORS = ("S", "UDinv", "DinvWt", "Dinv")
 
 
 # A tree whose Newton iteration stops at the cap is solved again by Newton's method with its exact
@@ -552,6 +671,9 @@ def first_guess(data: Data, w: Any) -> Any:
 
 # How many past updates Anderson acceleration mixes; three is the usual sweet spot.
 ANDERSON_DEPTH = 3
+# After this many Newton iterations the trees still iterating are factorised again at every new
+# iterate (step_implicit): most steps converge within two on the first guess's factors.
+REFACTORIZE_AFTER = 2
 
 
 def _anderson_correction(model: Model, w: Any, g: Any, past_w: list, past_g: list) -> Any:
