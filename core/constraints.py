@@ -565,7 +565,7 @@ class ConstraintSolver:
     def resolve(self, data: Data, state: State, control: Control, h: float, out: State) -> None:
         """Correct the free step ``out`` (from ``state`` over ``h``) by the constraint forces."""
         model, xp = self.model, self.model.xp
-        _step_end(model, data, state, control, h, out)
+        dynamics.link_velocities(model, data, out.q, out.w, control)
         parts: list[_Rows] = []
         limit_rows = bilateral_rows = contacts = 0
         touching = xp.zeros(model.n_trees, dtype=bool)
@@ -576,7 +576,7 @@ class ConstraintSolver:
             )
             self.last_contacts, touching = corrected, corrected.touching
             contacts = len(corrected.found)
-            _step_end(model, data, state, control, h, out)
+            dynamics.link_velocities(model, data, out.q, out.w, control)
         if self._limits is not None:
             rows = self._limit_rows(out, h)
             limit_rows = rows.tree.shape[0]
@@ -1209,14 +1209,3 @@ def _log_device(xp: Any, q: Any) -> Any:
     angle = 2.0 * xp.arctan2(sine, q[0])
     small = sine < 1e-12
     return q[1:] * xp.where(small, 2.0, angle / xp.where(small, 1.0, sine))
-
-
-def _step_end(
-    model: Model, data: Data, state: State, control: Control, h: float, out: State
-) -> None:
-    """Link frames, centres of mass and velocities at the end ``out`` of a step from ``state``,
-    and the forces of the step's dynamics there (``data.f``), from which the pass's Newton
-    matrices take the tension of the links (:func:`.dynamics.tension_stiffness`): a tree's own,
-    whatever the other trees' Newton iterations left in ``data``."""
-    dynamics.inverse_dynamics(model, data, out.q, out.w, (out.w - state.w) * (1.0 / h), control)
-    dynamics.link_velocities(model, data, out.q, out.w, control)

@@ -720,7 +720,7 @@ def _finish_apart(
     in_part = iterate.iterating[contacts.tree]
     part_contacts = contacts.restricted(in_part, number, part.link_tree)
     part_data = Data.for_model(part)
-    for name in ("oR", "r", "c", "f"):
+    for name in ("oR", "r", "c", "tension"):
         setattr(part_data, name, getattr(data, name)[..., chosen])
     dynamics.motion_subspaces(part, part_data)
     part_blocks = blocks[..., chosen]

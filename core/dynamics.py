@@ -80,6 +80,9 @@ class Data:
     plain_trees : (n_trees,) bool, the trees whose part of the last factorisation is the
         implicit step's Newton matrix without the velocity derivative (the constrained ones of
         the last implicit step), which the constraint pass reuses
+    tension : (N,) geometric stiffness of each link's tension, N·m/rad
+        (:func:`tension_stiffness`), as the implicit step last took it into a link's Newton
+        matrix; the constraint pass's factorisations take the same
     """
 
     orientation: Any
@@ -106,6 +109,7 @@ class Data:
     tree_update: Any
     constrained: Any
     plain_trees: Any
+    tension: Any
     dw_count: int = 0
 
     # The fields that forward kinematics, link velocities and energy use: all of the workspace
@@ -125,7 +129,7 @@ class Data:
             "orientation": (4,), "oR": (3, 3), "op": (3,), "r": (3,), "c": (3,), "v": (6,),
             "a": (6,), "f": (6,), "tau": (3,), "joint_velocity": (6,), "S": (6, 3),
             "Dinv": (3, 3), "pA": (6,), "u": (3,), "x": (3,), "solve_a": (6,), "dw": (3,),
-            "dw_previous": (3,),
+            "dw_previous": (3,), "tension": (),
         }  # fmt: skip
         kept = cls.KINEMATICS if kinematics_only else (*shapes, "tree_update")
         fields = {name: empty(*shape) if name in kept else None for name, shape in shapes.items()}
@@ -723,18 +727,16 @@ def factorize(
     inertia. ``velocity_step = h > 0`` adds ``h`` times the derivative of each link's
     velocity-dependent forces (see :func:`_link_inertia`; needs ``control`` for drag) as such a
     part; it may be given per link (N,), zero where the derivative is left out.
-    ``tension_step = h > 0`` adds ``h²`` times the geometric stiffness of the links' loads
-    (:func:`tension_stiffness`, from the forces of the last :func:`inverse_dynamics`). All enter
-    the articulated-body recursion exactly. ``IA`` may then be unsymmetric, so
+    ``tension_step = h > 0`` adds ``h²`` times the geometric stiffness of the links' tension
+    in ``data.tension`` (:func:`tension_stiffness`). All enter the articulated-body recursion
+    exactly. ``IA`` may then be unsymmetric, so
     the left and right projections ``W = IAᵀ S`` and ``U = IA S`` are kept apart. Fills
     ``data.S``, ``UDinv``, ``DinvWt`` and ``Dinv``; ``data.IA`` is consumed.
     """
     xp = model.xp
     motion_subspaces(model, data)
     IA_links = data.IA
-    tension = None
-    if tension_step:
-        tension = (tension_step * tension_step) * tension_stiffness(model, data)
+    tension = (tension_step * tension_step) * data.tension if tension_step else None
     _link_inertia(model, data, control, velocity_step, IA_links, tension)
     if link_block is not None:
         IA_links += link_block
@@ -821,7 +823,7 @@ def factorize_trees(
     part, links = select_trees(model, chosen_trees)
     chosen = backend.from_host(links)
     part_data = Data.for_model(part)
-    for name in ("oR", "r", "c", "v", "f"):
+    for name in ("oR", "r", "c", "v", "tension"):
         setattr(part_data, name, getattr(data, name)[..., chosen])
     if not isinstance(velocity_step, float):
         options["velocity_step"] = velocity_step[chosen]

@@ -327,6 +327,7 @@ def step_implicit(
     # Trees that took constraint forces in the last step leave the velocity derivative out, so
     # that the constraint pass can reuse their factorisation (constraints module, step 4).
     velocity_step = xp.where(data.constrained[model.link_tree], 0.0, h)
+    data.tension[...] = dynamics.tension_stiffness(model, data)
     dynamics.factorize(
         model,
         data,
@@ -486,6 +487,9 @@ def _refactorized_iterations(
             # The converged trees keep their factors: save them, factorise all, put them back.
             kept = converged[part.link_tree]
             saved = {name: getattr(part_data, name)[..., kept] for name in FACTORS}
+            part_data.tension[...] = xp.where(
+                kept, part_data.tension, dynamics.tension_stiffness(part, part_data)
+            )
             dynamics.factorize(
                 part,
                 part_data,
@@ -513,7 +517,7 @@ def _refactorized_iterations(
             newton.w[:, chosen] = w
             newton.converged[backend.from_host(trees)] = converged
             newton.change[backend.from_host(trees)] = change
-            for name in FACTORS:
+            for name in (*FACTORS, "tension"):
                 getattr(data, name)[..., chosen] = getattr(part_data, name)
         newton.largest = float(to_host(xp.max(newton.change)))
         if not newton.finite or bool(to_host(xp.all(newton.converged))):

@@ -439,6 +439,7 @@ def _newton_iteration_radius(backend, model, tension_step):
         jacobian[:, column] = (scaled_residual(shift) - scaled_residual(-shift)) / 2e-6
     scaled_residual(np.zeros(size))
     q = integrate_rotation(model.xp, state.q, state.w, h)
+    data.tension[...] = dynamics.tension_stiffness(model, data)
     dynamics.factorize(
         model,
         data,
