@@ -957,7 +957,7 @@ def delassus_operator(
             device = model.backend.from_host
             sub_data = Data.for_model(sub)
             chosen = device(links)
-            for name in ("S", "UDinv", "DinvWt", "Dinv", "oR", "r"):
+            for name in (*dynamics.FACTORS, "oR", "r"):
                 setattr(sub_data, name, getattr(data, name)[..., chosen])
             renumber = np.full(model.n_links, -1, dtype=np.int64)
             renumber[links] = np.arange(len(links))

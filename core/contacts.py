@@ -753,7 +753,7 @@ def _finish_apart(
     friction = Friction(iterate.friction.sliding.copy(), iterate.friction.direction.copy())
     friction.sliding[in_part] = finished.friction.sliding
     friction.direction[:, in_part] = finished.friction.direction
-    for name in ("S", "UDinv", "DinvWt", "Dinv"):
+    for name in dynamics.FACTORS:
         getattr(data, name)[..., chosen] = getattr(part_data, name)
     response = respond(model, contacts, data.S, w_free + delta, control, friction)
     piece = _pieces(response.piece != APART, friction, xp)

@@ -779,6 +779,8 @@ def factorize(
         data.UDinv[:, :, level] = UDinv
 
 
+# The fields of ``Data`` that hold a factorisation (:func:`factorize`).
+FACTORS = ("S", "UDinv", "DinvWt", "Dinv")
 # A model whose depth levels hold at most this many links is factorised whole even for a few of
 # its trees: its passes cost their per-level operations, not their arithmetic, so a model of
 # those trees would cost as much to factorise, and building it more (100 strands of 16 links:
@@ -810,14 +812,13 @@ def factorize_trees(
     chosen_trees = np.nonzero(backend.to_host(trees))[0]
     if not len(chosen_trees):
         return
-    names = ("S", "UDinv", "DinvWt", "Dinv")
     options = {"velocity_step": velocity_step, "control": control, "tension_step": tension_step}
     widest = max(stop - start for start, stop in model.level_bounds)
     if 2 * len(chosen_trees) >= model.n_trees or widest <= NARROW_LEVEL:
         kept = ~trees[model.link_tree]
-        saved = {name: getattr(data, name)[..., kept] for name in names}
+        saved = {name: getattr(data, name)[..., kept] for name in FACTORS}
         factorize(model, data, joint_block, link_block, **options)
-        for name in names:
+        for name in FACTORS:
             getattr(data, name)[..., kept] = saved[name]
         return
     part, links = select_trees(model, chosen_trees)
@@ -836,7 +837,7 @@ def factorize_trees(
         None if link_block is None else link_block[..., chosen],
         **options,
     )
-    for name in names:
+    for name in FACTORS:
         getattr(data, name)[..., chosen] = getattr(part_data, name)
 
 

@@ -486,7 +486,7 @@ def _refactorized_iterations(
             r = residual(part, part_data, part_state, q, w, part_control, h)
             # The converged trees keep their factors: save them, factorise all, put them back.
             kept = converged[part.link_tree]
-            saved = {name: getattr(part_data, name)[..., kept] for name in FACTORS}
+            saved = {name: getattr(part_data, name)[..., kept] for name in dynamics.FACTORS}
             part_data.tension[...] = xp.where(
                 kept, part_data.tension, dynamics.tension_stiffness(part, part_data)
             )
@@ -498,7 +498,7 @@ def _refactorized_iterations(
                 control=part_control,
                 tension_step=h,
             )
-            for name in FACTORS:
+            for name in dynamics.FACTORS:
                 getattr(part_data, name)[..., kept] = saved[name]
             g = dynamics.solve(part, part_data, -h * r)
             update = dynamics.tree_max(part, xp.max(xp.abs(g), axis=0))
@@ -517,15 +517,11 @@ def _refactorized_iterations(
             newton.w[:, chosen] = w
             newton.converged[backend.from_host(trees)] = converged
             newton.change[backend.from_host(trees)] = change
-            for name in (*FACTORS, "tension"):
+            for name in (*dynamics.FACTORS, "tension"):
                 getattr(data, name)[..., chosen] = getattr(part_data, name)
         newton.largest = float(to_host(xp.max(newton.change)))
         if not newton.finite or bool(to_host(xp.all(newton.converged))):
             return
-
-
-# The factors of the articulated-body factorisation in ``Data``.
-FACTORS = ("S", "UDinv", "DinvWt", "Dinv")
 
 
 # A tree whose Newton iteration stops at the cap is solved again by Newton's method with its exact
