@@ -371,9 +371,7 @@ class ObstacleContacts:
         describes the bases at ``t``)."""
         model = self.model
         relative, velocity = point_motion(model, data, self._query_link, self._query_fraction)
-        self._start_position = (
-            relative + control.base_position[:, model.link_base][:, self._query_link]
-        )
+        self._start_position = world_position(model, control, relative, self._query_link)
         self._start_velocity = velocity
 
     def find(
@@ -405,7 +403,7 @@ class ObstacleContacts:
             swept_link,
             self._query_fraction[swept],
         )
-        end = relative + control.base_position[:, model.link_base][:, swept_link]
+        end = world_position(model, control, relative, swept_link)
         found = find_contacts(
             self.obstacles,
             self.motion,
@@ -552,8 +550,8 @@ class ObstacleContacts:
         dynamics.forward_kinematics(
             model, self._corrected, q, control.base_rotation, control.base_position
         )
-        end = point_position(model, self._corrected, found.link, found.fraction)
-        end = end + control.base_position[:, model.link_base][:, found.link]
+        relative = point_position(model, self._corrected, found.link, found.fraction)
+        end = world_position(model, control, relative, found.link)
         radius = self._query_radius[point]
         start = self._start_position[:, point]
         smallest = swept_distances(self.obstacles, self.motion, start, end, radius, h)
@@ -948,6 +946,12 @@ def point_position(model: Model, data: Data, links: Any, fractions: Any) -> Any:
     """Positions (3, P) relative to each tree's reference point of points ``fractions`` along
     ``links``, from the link frames in ``data``."""
     return data.r[:, links] + (fractions * model.length[links]) * data.oR[:, 1, links]
+
+
+def world_position(model: Model, control: Control, relative: Any, links: Any) -> Any:
+    """World positions (3, P) of points on ``links`` given relative to their trees' reference
+    points (:func:`point_position`): moved by their bases' positions in ``control``."""
+    return relative + control.base_position[:, model.link_base][:, links]
 
 
 def point_motion(model: Model, data: Data, links: Any, fractions: Any) -> tuple[Any, Any]:

@@ -327,15 +327,7 @@ def step_implicit(
     # Trees that took constraint forces in the last step leave the velocity derivative out, so
     # that the constraint pass can reuse their factorisation (constraints module, step 4).
     velocity_step = xp.where(data.constrained[model.link_tree], 0.0, h)
-    data.tension[...] = dynamics.tension_stiffness(model, data)
-    dynamics.factorize(
-        model,
-        data,
-        joint_block(model, control, q_new, h),
-        velocity_step=velocity_step,
-        control=control,
-        tension_step=h,
-    )
+    _factorize_newton(model, data, control, q_new, h, velocity_step)
     data.plain_trees[...] = data.constrained
     past_w: list[Any] = []
     past_g: list[Any] = []
@@ -420,6 +412,29 @@ def step_implicit(
     return StepStats(iterations, residual_norm, float(largest), fallbacks=fallbacks)
 
 
+def _factorize_newton(
+    model: Model,
+    data: Data,
+    control: Control,
+    q: Any,
+    h: float,
+    velocity_step: Any,
+    iterating: Any = None,
+) -> None:
+    """Factorise the step's Newton matrix at rotations ``q``, at the kinematics and forces of the
+    residual evaluated there, for the trees ``iterating`` ((T,) bool; all by default), the
+    others' factors and tension kept: each tree's links take the tension those forces give
+    (``data.tension``, :func:`.dynamics.tension_stiffness`)."""
+    tension = dynamics.tension_stiffness(model, data)
+    options = {"velocity_step": velocity_step, "control": control, "tension_step": h}
+    if iterating is None:
+        data.tension[...] = tension
+        dynamics.factorize(model, data, joint_block(model, control, q, h), **options)
+        return
+    data.tension[...] = model.xp.where(iterating[model.link_tree], tension, data.tension)
+    dynamics.factorize_trees(model, data, iterating, joint_block(model, control, q, h), **options)
+
+
 @dataclass(eq=False)
 class _Newton:
     """Where the Newton iteration of a step stands.
@@ -484,26 +499,15 @@ def _refactorized_iterations(
             newton.iterations += 1
             q = integrate_rotation(xp, part_state.q, w, h)
             r = residual(part, part_data, part_state, q, w, part_control, h)
-            # The converged trees keep their factors: save them, factorise all, put them back.
-            kept = converged[part.link_tree]
-            saved = {name: getattr(part_data, name)[..., kept] for name in dynamics.FACTORS}
-            part_data.tension[...] = xp.where(
-                kept, part_data.tension, dynamics.tension_stiffness(part, part_data)
+            # The converged trees keep their factors. At least half the trees iterate here, so
+            # the others' factors are restored rather than a model of these built.
+            _factorize_newton(
+                part, part_data, part_control, q, h, part_velocity_step, iterating=~converged
             )
-            dynamics.factorize(
-                part,
-                part_data,
-                joint_block(part, part_control, q, h),
-                velocity_step=part_velocity_step,
-                control=part_control,
-                tension_step=h,
-            )
-            for name in dynamics.FACTORS:
-                getattr(part_data, name)[..., kept] = saved[name]
             g = dynamics.solve(part, part_data, -h * r)
             update = dynamics.tree_max(part, xp.max(xp.abs(g), axis=0))
             change = xp.where(converged, change, update)
-            w = w + xp.where(kept, 0.0, g)
+            w = w + xp.where(converged[part.link_tree], 0.0, g)
             converged = converged | (update <= settings.newton_tolerance)
             largest, remaining = to_host(
                 xp.stack((xp.max(xp.where(converged, 0.0, update)), xp.sum(~converged) * 1.0))
