@@ -8,6 +8,7 @@ Usage (from the repository root, in ``.venv/blender``)::
     python bench/collisions.py --workers 2               # both cases in two processes
     python bench/collisions.py --strands 300 --links 16 --bend-rigidity 2e-5   # dense contact
     python bench/collisions.py --head deforming          # the head a deforming 20,000-triangle mesh
+    python bench/collisions.py --backend cupy            # on an NVIDIA GPU
 
 Both cases run in fresh interpreters (``python -m bench.collisions --case ...``) on the same
 strands: the bench workload's (:mod:`bench.workload`: 25 cm guide strands on a 10 cm head that
@@ -131,13 +132,16 @@ def build(
     passes: int | None = None,
     workers: int = 1,
     head: str = "sphere",
+    backend: str = "numpy",
 ) -> tuple[Any, Any]:
     """The simulation, and the obstacles' motion as a function of time (None without them)."""
     weight = np.tile([0.0] + [1.0] * (workload.links - 1), workload.strands)
     parameters = workload.strand_parameters(
         core, collision_radius=COLLISION_RADIUS, collision_weight=weight
     )
-    model = core.build_model([core.StrandSpec(p) for p in workload.rest_points()], parameters)
+    model = core.build_model(
+        [core.StrandSpec(p) for p in workload.rest_points()], parameters, backend=backend
+    )
     settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME, workers=workers)
     if not obstacles:
         return core.Simulation(model, settings), None
@@ -150,7 +154,9 @@ def build(
         )
     else:
         head_shape = core.Sphere(workload.head_radius, skin, name="head")
-    shapes = core.build_obstacles([head_shape, core.Capsule(*NECK, skin, name="neck")])
+    shapes = core.build_obstacles(
+        [head_shape, core.Capsule(*NECK, skin, name="neck")], model.backend
+    )
 
     def motion(t: float) -> Any:
         turning = head_motion(core, t)
@@ -183,12 +189,15 @@ def run_case(
     passes: int | None,
     workers: int,
     head: str = "sphere",
+    backend: str = "numpy",
 ) -> None:
     """Time one case in this interpreter and print its JSON line."""
     core = importlib.import_module("oriented_strands.core")
     base = functools.partial(head_motion, core)
     start = time.perf_counter()
-    simulation, obstacle_motion = build(core, workload, case == "obstacles", passes, workers, head)
+    simulation, obstacle_motion = build(
+        core, workload, case == "obstacles", passes, workers, head, backend
+    )
     build_seconds = time.perf_counter() - start
     contacts: list[int] = []
     rows: list[int] = []
@@ -217,12 +226,13 @@ def run_case(
         colliding = np.ones(len(points), bool)
         colliding[simulation.model.point_offsets[:-1]] = False
         colliding[simulation.model.point_offsets[:-1] + 1] = False
+        model_backend = simulation.model.backend
         distance, _ = signed_distances(
             simulation.constraints.obstacles,
             obstacle_motion(simulation.time),
-            simulation.points()[colliding].T,
+            model_backend.from_host(simulation.points()[colliding].T),
         )
-        deepest = float(max(0.0, COLLISION_RADIUS - distance.min()))
+        deepest = float(max(0.0, COLLISION_RADIUS - model_backend.to_host(distance).min()))
     emit(
         f"engine-{case}",
         workload,
@@ -236,6 +246,7 @@ def run_case(
         fallbacks=fallbacks[0],
         passes=passes,
         head=head,
+        backend=backend,
         processes=simulation.processes,
         substeps=SUBSTEPS_PER_FRAME,
         numpy=np.__version__,
@@ -267,6 +278,7 @@ def run_both(
     workers: int,
     bend_rigidity: float | None,
     head: str,
+    backend: str,
 ) -> list[dict[str, Any]]:
     """Each case in its own interpreter; their JSON results."""
     results = []
@@ -282,6 +294,7 @@ def run_both(
             *([] if bend_rigidity is None else [f"--bend-rigidity={bend_rigidity!r}"]),
             f"--workers={workers}",
             f"--head={head}",
+            f"--backend={backend}",
             *policy.as_arguments(),
         ]
         finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
@@ -300,7 +313,7 @@ def report(results: Sequence[dict[str, Any]]) -> str:
         f"{free['strands']} strands x {free['links']} links, {SUBSTEPS_PER_FRAME} substeps/frame, "
         f"bending rigidity {obstacles['workload']['bend_rigidity']:g} N m^2, "
         f"constraint passes: {obstacles['passes'] or 'automatic'}, "
-        f"{obstacles['processes']} process(es)",
+        f"{obstacles['processes']} process(es), backend {obstacles['backend']}",
         "| case | s/frame (median) | contacts (mean, max) | largest tree problem (rows) |",
         "|---|---|---|---|",
         f"| no obstacles | {free['seconds_per_frame']:.3g} | – | – |",
@@ -344,11 +357,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         default="sphere",
         help="the head obstacle: a sphere, or a deforming 19,740-triangle mesh",
     )
+    parser.add_argument(
+        "--backend", choices=("numpy", "cupy"), default="numpy", help="the engine's array backend"
+    )
     args = parser.parse_args(argv)
     policy = FramePolicy(args.warmup_frames, args.min_frames, args.min_seconds, args.max_frames)
     workload = soft_workload(args.strands, args.links, args.bend_rigidity)
     if args.case:
-        run_case(args.case, workload, policy, args.passes, args.workers, args.head)
+        run_case(args.case, workload, policy, args.passes, args.workers, args.head, args.backend)
         return
     results = run_both(
         args.strands,
@@ -358,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.workers,
         args.bend_rigidity,
         args.head,
+        args.backend,
     )
     print(report(results))
     when = datetime.now(UTC)

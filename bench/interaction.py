@@ -51,7 +51,7 @@ TARGET_RATIO = 1.5
 HEAD_RADIUS = 0.1  # m
 
 
-def run_case(case: str, workload: Workload, policy: FramePolicy) -> None:
+def run_case(case: str, workload: Workload, policy: FramePolicy, backend: str = "numpy") -> None:
     """Time one case in this interpreter and print its JSON line."""
     core = importlib.import_module("oriented_strands.core")
     base = functools.partial(head_motion, core)
@@ -59,6 +59,7 @@ def run_case(case: str, workload: Workload, policy: FramePolicy) -> None:
     model = core.build_model(
         [core.StrandSpec(points) for points in workload.rest_points()],
         workload.strand_parameters(core),
+        backend=backend,
     )
     interaction = core.StrandInteraction() if case == "with" else None
     simulation = core.Simulation(
@@ -83,12 +84,15 @@ def run_case(case: str, workload: Workload, policy: FramePolicy) -> None:
         peak_density_ratio=simulation.interaction_stats.peak_density_ratio,
         processes=simulation.processes,
         substeps=SUBSTEPS_PER_FRAME,
+        backend=backend,
         numpy=np.__version__,
         python=sys.version.split()[0],
     )
 
 
-def run_both(strands: int, links: int, policy: FramePolicy) -> list[dict[str, Any]]:
+def run_both(
+    strands: int, links: int, policy: FramePolicy, backend: str = "numpy"
+) -> list[dict[str, Any]]:
     """Each case in its own interpreter; their JSON results."""
     results = []
     for case in CASES:
@@ -99,6 +103,7 @@ def run_both(strands: int, links: int, policy: FramePolicy) -> list[dict[str, An
             f"--case={case}",
             f"--strands={strands}",
             f"--links={links}",
+            f"--backend={backend}",
             *policy.as_arguments(),
         ]
         finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
@@ -207,6 +212,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--min-frames", type=int, default=8)
     parser.add_argument("--min-seconds", type=float, default=0.0)
     parser.add_argument("--max-frames", type=int, default=8)
+    parser.add_argument(
+        "--backend",
+        choices=("numpy", "cupy"),
+        default="numpy",
+        help="the engine's array backend for the speed cases (the drape runs on NumPy)",
+    )
     parser.add_argument("--drape-strands", type=int, default=600)
     parser.add_argument("--drape-seconds", type=float, default=1.0)
     parser.add_argument("--drape-friction", type=float, default=0.2)
@@ -215,9 +226,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     policy = FramePolicy(args.warmup_frames, args.min_frames, args.min_seconds, args.max_frames)
     workload = Workload(args.strands, args.links)
     if args.case:
-        run_case(args.case, workload, policy)
+        run_case(args.case, workload, policy, args.backend)
         return
-    results = run_both(args.strands, args.links, policy)
+    results = run_both(args.strands, args.links, policy, args.backend)
     rows = drape(args.drape_strands, args.drape_seconds, args.drape_friction, args.drape_volume)
     print(report(results, rows))
     when = datetime.now(UTC)

@@ -4,6 +4,7 @@ joints, shared by the engine tests."""
 import math
 
 import numpy as np
+import pytest
 
 from oriented_strands.core import (
     BaseMotion,
@@ -29,6 +30,17 @@ def scene_frames(backend, frames: int) -> int:
     """The NumPy backend runs the whole scene; the slower strict stand-in (and CuPy, bound by
     kernel launches on these small scenes) half of it."""
     return frames if backend.name == "numpy" else frames // 2
+
+
+def skip_where_rounding_depends_on_batch(backend) -> None:
+    """Skip a test that compares strands stepped together and alone bit for bit on CuPy: its
+    batched products (cuBLAS, einsum) round an item differently by the batch around it (the
+    last bit of ``einsum("nij,nj->ni")`` differs between a batch of 1 and of 8, measured on an
+    H200), so the strands part at rounding from the first step, and a strand landing on a plane
+    with friction grows that to millimetres. Bitwise independence is proven on NumPy and the
+    stand-in."""
+    if backend.name == "cupy":
+        pytest.skip("CuPy's batched products round by batch size")
 
 
 def polyline(
