@@ -86,7 +86,7 @@ from typing import Any
 import numpy as np
 
 from . import dynamics, integrators, spatial
-from .contacts import ObstacleContacts, StepContacts
+from .contacts import ContactMemory, ObstacleContacts, StepContacts
 from .dynamics import Data
 from .errors import InvalidInputError
 from .lcp import solve_lcp
@@ -463,6 +463,36 @@ class ConstraintSolver:
         return self.obstacles, limits, self.settings
 
     @property
+    def divisible(self) -> bool:
+        """Whether a solver for some of the trees (:meth:`for_trees`) resolves them as this one
+        does: not with animated constraints, which :meth:`arguments_for` does not pass on."""
+        return not self.bilateral
+
+    def for_trees(
+        self, part: Model, links: np.ndarray, memory: ContactMemory | None
+    ) -> ConstraintSolver:
+        """A solver for ``part``, a model of some of this model's trees (``links`` as in
+        :meth:`arguments_for`), its obstacles where these are, remembering what ``memory`` (one
+        of this solver's, :attr:`memory`) holds of its contacts."""
+        solver = ConstraintSolver(part, *self.arguments_for(part, links))
+        if self.contacts is not None:
+            solver.contacts.set_motion(self.contacts.motion)
+            points = self.contacts.points_of(solver.contacts, links)
+            self.contacts.remembered_for(solver.contacts, points, memory)
+        return solver
+
+    def take_back(self, part: ConstraintSolver, links: np.ndarray) -> None:
+        """After ``part`` (:meth:`for_trees`) stepped its trees in this solver's stead: remember
+        its contacts for them."""
+        if self.contacts is not None:
+            self.contacts.take_memory(part.contacts, self.contacts.points_of(part.contacts, links))
+
+    @property
+    def memory(self) -> ContactMemory | None:
+        """What the last step left to the next about its contacts (None without obstacles)."""
+        return None if self.contacts is None else self.contacts.memory
+
+    @property
     def obstacle_motion(self) -> ObstacleMotion | None:
         """The obstacles' poses and velocities of the last substep (None without obstacles)."""
         return None if self.contacts is None else self.contacts.motion
@@ -639,24 +669,28 @@ class ConstraintSolver:
         )
         data.plain_trees |= missing
 
-    def contact_overshoot(self, control: Control, out: State, h: float) -> float:
-        """How much deeper (m) than ``penetration_tolerance`` allows the step of ``h`` to ``out``
-        left any point of the last :meth:`resolve`'s contacts inside its obstacle
-        (:meth:`.contacts.ObstacleContacts.overshoot`; ``-inf`` without contacts). A step with a
-        positive overshoot is halved."""
-        if self.last_contacts is None:
-            return -math.inf
-        return self.contacts.overshoot(
-            self.last_contacts.found, control, out.q, h, self.settings.penetration_tolerance
-        )
+    def overshooting_trees(self, control: Control, out: State, h: float) -> np.ndarray:
+        """The trees (host indices) whose step of ``h`` from the state of the last :meth:`begin`
+        to ``out`` went further than it may, and is halved (:mod:`.stepping`): a point of the
+        last :meth:`resolve`'s contacts more than ``penetration_tolerance`` of its radius inside
+        its obstacle, and deeper than at the start
+        (:meth:`.contacts.ObstacleContacts.overshoot`), or a joint more than
+        ``limit_tolerance`` past its swing or twist limit, and further out than at the start."""
+        beyond = np.zeros(self.model.n_trees, dtype=bool)
+        if self.last_contacts is not None:
+            depth = self.contacts.overshoot(
+                self.last_contacts.found, control, out.q, h, self.settings.penetration_tolerance
+            )
+            beyond |= depth > 0.0
+        if self._limits is not None:
+            beyond |= self._limit_overshoot(out) > 0.0
+        return np.nonzero(beyond)[0]
 
-    def limit_overshoot(self, out: State) -> float:
-        """How far (rad) the step from the state of the last :meth:`begin` to ``out`` took any
-        joint beyond what it may reach: ``limit_tolerance`` past its swing or twist limit, or,
-        for a joint further out at the start, where it was (``-inf`` without joint limits; one
-        number read back from the device). A step with a positive overshoot is halved."""
-        if self._limits is None:
-            return -math.inf
+    def _limit_overshoot(self, out: State) -> np.ndarray:
+        """How far (rad) the step from the state of the last :meth:`begin` to ``out`` took each
+        tree's joints beyond what they may reach: ``limit_tolerance`` past their swing or twist
+        limit, or, for a joint further out at the start, where it was; (n_trees,) on the
+        host."""
         xp, limits = self.model.xp, self._limits
         tolerance = self.settings.limit_tolerance
         swing_end, _, twist_end = _swing_and_twist(self.model, out.q)
@@ -672,7 +706,7 @@ class ConstraintSolver:
                 beyond(-twist, -twist_end, -limits["twist_min"]),
             ),
         )
-        return float(self.model.backend.to_host(xp.max(overshoot)))
+        return self.model.backend.to_host(dynamics.tree_max(self.model, overshoot))
 
     # --- rows ------------------------------------------------------------------------------
 

@@ -97,7 +97,6 @@ definite side at once (``docs/collisions.md``, *Weak contacts*).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -310,6 +309,16 @@ class ContactMemory:
         direction = xp.where(sliding, response.tangential / xp.where(sliding, speed, 1.0), 0.0)
         friction = Friction(sliding, direction)
         return cls(contacts.key[order], friction.selected(order))
+
+    def renumbered(self, xp: Any, points: Any, n_points: int, n_obstacles: int) -> ContactMemory:
+        """The memory of the query points ``points`` (device; ``n_points`` in all) alone, each
+        numbered by its place in ``points``; keys stay sorted, as ``points`` is."""
+        place = xp.full(n_points, -1, dtype=xp.int64)
+        place[points] = xp.arange(points.shape[0])
+        placed = place[self.keys // n_obstacles]
+        kept = xp.nonzero(placed >= 0)[0]
+        keys = placed[kept] * n_obstacles + self.keys[kept] % n_obstacles
+        return ContactMemory(keys, self.friction.selected(kept))
 
     def recall(self, xp: Any, keys: Any, normal: Any) -> Friction:
         """How the contacts ``keys`` rubbed at the end of the last step (sticking for new
@@ -533,18 +542,19 @@ class ObstacleContacts:
 
     def overshoot(
         self, found: ContactSet, control: Control, q: Any, h: float, tolerance: float
-    ) -> float:
-        """How much deeper (m) than it may any point of the contacts ``found`` goes into its
-        obstacle on the straight path from its position at the step's start to where the end
-        rotations ``q`` put it: beyond ``tolerance`` times its collision radius, or, for a point
-        deeper at the step's start, beyond that depth (``-inf`` without contacts; one number read
-        back from the device). A step with a positive overshoot is halved (:mod:`.stepping`):
-        the correction is linear in the joint velocities, and a point that a fast obstacle
-        swings far round its joint within the step leaves the line it was corrected along, to
-        end inside the obstacle or behind it."""
+    ) -> np.ndarray:
+        """How much deeper (m) than it may each tree's points of the contacts ``found`` go into
+        their obstacles on the straight path from their positions at the step's start to where
+        the end rotations ``q`` put them: beyond ``tolerance`` times their collision radius, or,
+        for a point deeper at the step's start, beyond that depth; (n_trees,) on the host,
+        ``-inf`` for a tree without contacts. A tree with a positive overshoot has its step
+        halved (:mod:`.stepping`): the correction is linear in the joint velocities, and a point
+        that a fast obstacle swings far round its joint within the step leaves the line it was
+        corrected along, to end inside the obstacle or behind it."""
         model, xp = self.model, self.model.xp
+        largest = np.full(model.n_trees, -np.inf)
         if len(found) == 0:
-            return -math.inf
+            return largest
         point = found.key // self.obstacles.n_obstacles
         obstacle = found.key % self.obstacles.n_obstacles
         dynamics.forward_kinematics(
@@ -557,7 +567,45 @@ class ObstacleContacts:
         smallest = swept_distances(self.obstacles, self.motion, start, end, radius, h)
         depth = radius - smallest[xp.arange(len(found)), obstacle]
         excess = depth - xp.maximum(-found.gap, tolerance * radius)
-        return float(model.backend.to_host(xp.max(excess)))
+        excess, tree = model.backend.to_host(xp.stack((excess, found.tree * 1.0)))
+        np.maximum.at(largest, tree.astype(np.int64), excess)
+        return largest
+
+    def points_of(self, part: ObstacleContacts, links: np.ndarray) -> Any:
+        """The index here (device, ``part.n_points``) of each query point of ``part``, the
+        contacts of a model of some of this model's trees holding its level-major ``links``
+        (:func:`.model.select_trees`): points lie fraction-major over the colliding links, whose
+        order a selection keeps."""
+        colliding = np.nonzero(self.model.collides)[0]
+        rank = np.full(self.model.n_links, -1, dtype=np.int64)
+        rank[colliding] = np.arange(len(colliding))
+        mine = rank[links[np.nonzero(part.model.collides)[0]]]
+        fractions = np.arange(len(self.settings.fractions))
+        return self.model.backend.from_host((fractions[:, None] * len(colliding) + mine).ravel())
+
+    def remembered_for(self, part: ObstacleContacts, points: Any, memory: ContactMemory) -> None:
+        """Give ``part`` (points: :meth:`points_of`) what ``memory``, one of this model's, holds
+        of its points."""
+        part.memory = memory.renumbered(
+            self.model.xp, points, self.n_points, self.obstacles.n_obstacles
+        )
+
+    def take_memory(self, part: ObstacleContacts, points: Any) -> None:
+        """Replace what this memory holds of ``part``'s points (:meth:`points_of`) by ``part``'s
+        own."""
+        xp, count = self.model.xp, self.obstacles.n_obstacles
+        owned = xp.zeros(self.n_points, dtype=bool)
+        owned[points] = True
+        kept = xp.nonzero(~owned[self.memory.keys // count])[0]
+        keys = xp.concatenate(
+            (
+                self.memory.keys[kept],
+                points[part.memory.keys // count] * count + part.memory.keys % count,
+            )
+        )
+        friction = self.memory.friction.selected(kept).joined(xp, part.memory.friction)
+        order = xp.argsort(keys)
+        self.memory = ContactMemory(keys[order], friction.selected(order))
 
     def set_motion(self, motion: ObstacleMotion) -> None:
         self.motion = motion

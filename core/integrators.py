@@ -23,6 +23,7 @@ tree by tree (:func:`_newton_exact`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,14 +152,15 @@ class StepStats:
     iterations : int
         Newton iterations used (0 for the explicit method).
     residual_norm : float, N·m
-        The final residual's largest entry; NaN where the step was asked not to report it, 0 for
-        the explicit method (not computed).
+        The final residual's largest entry; NaN where the step was asked not to report it or
+        some of its trees were redone in halves on a model of their own (the attempt's residual
+        includes theirs), 0 for the explicit method (not computed).
     largest_update : float, rad/s
         The largest joint-velocity update of the last Newton iteration (0 for the explicit
         method): at most ``newton_tolerance`` when every tree converged.
     subdivisions : int
-        How many steps :meth:`.Simulation.advance` redid as two half steps (see
-        ``SolverSettings.subdivision_threshold``).
+        How many steps :meth:`.Simulation.advance` redid as two half steps, for every tree or
+        for those whose step failed (see ``SolverSettings.subdivision_threshold``).
     fallbacks : tuple of Fallback
         The trees that fell back, step by step, in time order (over a whole
         :meth:`.Simulation.advance`).
@@ -314,6 +316,11 @@ def step_implicit(
     the model, which is what lets :class:`.Simulation` step groups of trees separately with the
     same result.
 
+    Trees whose iteration runs away to non-finite velocities end the step at their start
+    velocities with an infinite last update (``data.tree_update``), so that the step fails for
+    them alone; where every tree (or none it can name) runs away the step raises
+    :class:`.SimulationDivergedError`.
+
     With ``finish_exactly``, trees still unfinished at ``settings.newton_max_iterations`` go on
     with Newton's method and their exact Jacobian (:func:`_newton_exact`). The stepping asks for
     it only for a step halved as often as it may be (:mod:`.stepping`): a smaller step is more
@@ -359,10 +366,13 @@ def step_implicit(
             break
         q_new = integrate_rotation(xp, state.q, newton.w, h)
         r = residual(model, data, state, q_new, newton.w, control, h)
+    if not newton.finite and not finish_exactly:
+        _restart_runaway_trees(model, state, newton)
+        finished = bool(to_host(xp.all(newton.converged)))
     if newton.finite and not finished and newton.iterations < cap:
         _refactorized_iterations(model, data, state, control, h, settings, velocity_step, newton)
     if not newton.finite and not finish_exactly:
-        _raise_diverged(model, newton.w)
+        _restart_runaway_trees(model, state, newton)
     # At the deepest halving the trees that ran away start again from the step's start (below).
     w_new, change, converged = newton.w, newton.change, newton.converged
     largest, iterations = newton.largest, newton.iterations
@@ -394,8 +404,8 @@ def step_implicit(
             w_new = xp.where(failing[model.link_tree], 0.0, w_new)
             change = xp.where(failing, 0.0, change)
             largest = float(to_host(xp.max(change)))
-    if not np.isfinite(largest) or (
-        finish_exactly and not bool(to_host(xp.all(xp.isfinite(w_new))))
+    if finish_exactly and (
+        not np.isfinite(largest) or not bool(to_host(xp.all(xp.isfinite(w_new))))
     ):
         _raise_diverged(model, w_new)
     q_new = integrate_rotation(xp, state.q, w_new, h)
@@ -410,6 +420,25 @@ def step_implicit(
     _finish(model, state, control, q_new, w_new, h, out)
     fallbacks = fall_back(model, data, state, reasons, out) if reasons else ()
     return StepStats(iterations, residual_norm, float(largest), fallbacks=fallbacks)
+
+
+def _restart_runaway_trees(model: Model, state: State, newton: _Newton) -> None:
+    """Where some trees' iteration ran away to non-finite velocities, those trees take their
+    start velocities and an infinite last update, and stay put while the others iterate on, so
+    that the step fails for them alone and the stepping redoes just them (:mod:`.stepping`);
+    :class:`.SimulationDivergedError` where none or all did (every tree is redone)."""
+    xp = model.xp
+    ran_away = non_finite_trees(model, newton.w)
+    if not len(ran_away) or len(ran_away) == model.n_trees:
+        _raise_diverged(model, newton.w)
+    restarted = xp.zeros(model.n_trees, dtype=bool)
+    restarted[model.backend.from_host(ran_away)] = True
+    newton.w = xp.where(restarted[model.link_tree], state.w, newton.w)
+    newton.change = xp.where(restarted, math.inf, newton.change)
+    # Held where they are while the others iterate on.
+    newton.converged = newton.converged | restarted
+    newton.largest = math.inf
+    newton.finite = True
 
 
 def _factorize_newton(

@@ -15,13 +15,24 @@ the others keep theirs, and the step's statistics name them; with ``SolverSettin
 simulation stops with :class:`.SimulationDivergedError` instead, naming the strand. A step that
 leaves a joint more than ``ConstraintSettings.limit_tolerance`` past its limit, and further past
 than it was at the step's start, is halved the same way (the error of the limit rows falls with
-the square of the step), and accepted as it is at the deepest halving. Substeps that do not fail
-are computed exactly as without this safeguard. The whole model (or, when stepped in worker
-processes, the worker's whole group of trees) is redone, not only the trees that failed: trees
-are independent, so the others merely take smaller steps. On soft hair thrown about by contacts
-steps fail often (695 halvings in 52 frames of 300 strands draped over a shaking head, most for
-a few strands each), and redoing only the failing trees on a model of their own
-(:func:`.model.select_trees`) is the larger speed-up left there (``docs/performance.md``).
+the square of the step), and accepted as it is at the deepest halving. Substeps that do not
+fail are computed exactly as without this safeguard.
+
+Only the trees whose step failed are redone: the others keep the attempt's step (trees are
+independent: a tree's step, its constraint correction included, depends only on the tree), and
+the failing ones take their halves on a model of their own (:func:`.model.select_trees`, with a
+workspace, control and constraint solver of their own), their memory of the step put back
+afterwards (velocity changes, constraint forces, how their contacts rubbed). A tree therefore
+steps as it would alone, halvings included, in one process or in a worker's group (but for a
+failure in the first step after a start: the count of velocity changes its next first guess
+extrapolates is the model's, one, where alone it would be two). A free step whose unfinished
+trees are to be redone corrects the other trees by the constraint forces with the unfinished
+ones put back at the step's start. A tree whose Newton iteration runs away to non-finite
+velocities ends the attempt at its start velocities, failed
+(:func:`.integrators.step_implicit`), and is redone the same way. The whole model is redone
+where every tree failed, or the simulation has animated constraints (a model of some trees does
+not take them). With strand interaction the redone trees keep the interaction forces of the
+step's start: the grid couples every tree, and the others have stepped already.
 
 Constraints
 -----------
@@ -29,11 +40,12 @@ A simulation with obstacles, joint limits or animated constraints
 (:class:`.constraints.ConstraintSolver`) steps all its trees in one process. Each substep records
 its start (:meth:`.constraints.ConstraintSolver.begin`, with the obstacles' motion and the bases
 sampled at the substep's start), takes the free implicit step, and corrects it by the constraint
-forces (:meth:`.constraints.ConstraintSolver.resolve`) unless the free step failed.
+forces (:meth:`.constraints.ConstraintSolver.resolve`) unless the whole step is to be redone.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -43,11 +55,12 @@ import numpy as np
 from . import integrators
 from .base_motion import BaseMotion
 from .constraints import ConstraintSolver
+from .contacts import ContactMemory
 from .dynamics import Data
 from .errors import SimulationDivergedError
 from .integrators import Fallback, SolverSettings, StepStats, non_finite_trees, step
 from .interaction import Interaction
-from .model import Model
+from .model import Model, select_trees
 from .obstacles import ObstacleMotion
 from .pose import Pose
 from .state import Control, State
@@ -133,40 +146,90 @@ class Constrain:
         self._control.set_base_motion(self._model, base)
         self._solver.begin(self._data, state, self._control, time, h)
 
-    def resolve(self, state: State, h: float, out: State, fall_back: bool) -> tuple[Fallback, ...]:
+    def resolve(
+        self, state: State, h: float, out: State, fall_back: bool
+    ) -> tuple[tuple[Fallback, ...], np.ndarray]:
         """Correct the free step ``out``. Trees the correction gives non-finite velocities fall
-        back (:func:`.integrators.fall_back`) with ``fall_back``; otherwise that raises
-        :class:`.SimulationDivergedError` (so the step is subdivided)."""
+        back (:func:`.integrators.fall_back`) with ``fall_back``; otherwise they are returned
+        (host tree indices), for their step to be halved."""
         model, data = self._model, self._data
         self._solver.resolve(data, state, self._control, h, out)
         failing = non_finite_trees(model, out.w, out.q)
-        if not len(failing):
-            return ()
-        if not fall_back:
-            raise SimulationDivergedError(
-                "the simulation diverged: the constraint forces gave non-finite velocities; "
-                "use more substeps, or check for contacts that push a straight strand along "
-                "its length"
-            )
+        if not len(failing) or not fall_back:
+            return (), failing
         reason = "the constraint forces gave it non-finite velocities"
-        return integrators.fall_back(
+        fallen = integrators.fall_back(
             model, data, state, dict.fromkeys(failing.tolist(), reason), out
         )
+        return fallen, failing[:0]
 
-    def held(self, out: State, h: float) -> bool:
-        """Whether the step of ``h`` from the last :meth:`begin` to ``out`` kept the joint
-        limits and the obstacles: no joint left more than ``limit_tolerance`` past its limit,
-        no contact's point more than ``penetration_tolerance`` of its radius inside its
-        obstacle, either further than at the start."""
-        solver = self._solver
-        return (
-            solver.limit_overshoot(out) <= 0.0
-            and solver.contact_overshoot(self._control, out, h) <= 0.0
-        )
+    def overshooting_trees(self, out: State, h: float) -> np.ndarray:
+        """The trees (host indices) whose step of ``h`` from the last :meth:`begin` to ``out``
+        left a joint more than ``limit_tolerance`` past its limit, or a contact's point more
+        than ``penetration_tolerance`` of its radius inside its obstacle, either further than at
+        the start (:meth:`.constraints.ConstraintSolver.overshooting_trees`)."""
+        return self._solver.overshooting_trees(self._control, out, h)
+
+    @property
+    def divisible(self) -> bool:
+        """Whether some trees can be corrected on a model of their own (:meth:`for_trees`)."""
+        return self._solver.divisible
+
+    @property
+    def memory(self) -> ContactMemory | None:
+        """What the last step left to the next about its contacts."""
+        return self._solver.memory
+
+    def for_trees(
+        self,
+        part: Model,
+        data: Data,
+        control: Control,
+        links: np.ndarray,
+        memory: ContactMemory | None,
+    ) -> Constrain:
+        """The correction of ``part``, a model of some of the trees (``links``: this model's
+        level-major links it holds), with its own workspace and control, remembering what
+        ``memory`` (a :attr:`memory` of this one) holds of its contacts."""
+        solver = self._solver.for_trees(part, links, memory)
+        return Constrain(part, data, control, solver, self._base, self._obstacle_motion)
+
+    def take_back(self, part: Constrain, links: np.ndarray) -> None:
+        """After ``part`` (:meth:`for_trees`) corrected its trees' step: remember its contacts."""
+        self._solver.take_back(part._solver, links)
+
+
+@dataclass(frozen=True, eq=False)
+class _StepStart:
+    """What a step reads of the steps before it and overwrites even where it fails: the last
+    velocity changes (its first guess), which trees took constraint forces, and how their
+    contacts rubbed."""
+
+    dw: Any
+    dw_count: int
+    constrained: Any
+    memory: ContactMemory | None
+
+    @classmethod
+    def of(cls, data: Data, constrain: Constrain | None) -> _StepStart:
+        memory = None if constrain is None else constrain.memory
+        return cls(data.dw.copy(), data.dw_count, data.constrained.copy(), memory)
 
 
 def _failed(stats: StepStats, settings: SolverSettings) -> bool:
     return stats.largest_update > settings.subdivision_threshold
+
+
+def _unfinished_trees(
+    model: Model, data: Data, stats: StepStats, settings: SolverSettings
+) -> np.ndarray:
+    """The trees (host indices) whose free step failed: their Newton iteration stopped with an
+    update above ``subdivision_threshold`` (every tree where no single one is to blame)."""
+    if not _failed(stats, settings):
+        return np.zeros(0, dtype=np.int64)
+    update = model.backend.to_host(data.tree_update)
+    trees = np.nonzero(~(update <= settings.subdivision_threshold))[0]
+    return trees if len(trees) else np.arange(model.n_trees)
 
 
 def _raise_unconverged(model: Model, data: Data, stats: StepStats, depth: int) -> None:
@@ -238,17 +301,17 @@ class Stepper:
         report_residual: bool,
         depth: int = 0,
     ) -> tuple[State, State, StepStats]:
-        """One step of ``h`` ending at time ``end`` from ``states[0]`` into ``states[1]``, redone
-        as two half steps if it fails; returns ``(current, spare, stats)``."""
+        """One step of ``h`` ending at time ``end`` from ``states[0]`` into ``states[1]``; the
+        trees whose step fails are redone as two half steps, on a model of their own where the
+        others can keep theirs (module docstring); returns ``(current, spare, stats)``."""
         model, data, settings, constrain = self.model, self.data, self.settings, self.constrain
         state, spare = states
         if constrain is not None:
             constrain.begin(state, end - h, h)
         self._drive(state, end)
-        # The step's first guess comes from the last velocity changes; a failed step
-        # overwrites them.
-        predictor = (data.dw.copy(), data.dw_count)
+        start = _StepStart.of(data, constrain)
         deepest = depth >= settings.max_subdivision_depth
+        failing: np.ndarray | None = None  # None: the whole model's step is redone
         try:
             # An attempt that diverges may overflow on its way; it is found out by its
             # non-finite values or its Newton updates and redone, so NumPy's warnings would only
@@ -257,25 +320,38 @@ class Stepper:
                 stats = step(
                     model, data, state, self.control, h, settings, spare, report_residual, deepest
                 )
-                failed = _failed(stats, settings)
-                held = True
-                if constrain is not None and not failed:
-                    fallen = constrain.resolve(state, h, spare, deepest and not settings.strict)
+                failing = _unfinished_trees(model, data, stats, settings)
+                if len(failing) and deepest:
+                    _raise_unconverged(model, data, stats, depth)
+                if len(failing) and not self._divisible(failing):
+                    failing = None
+                elif constrain is not None:
+                    fallen, failing = self._constrain(state, h, spare, failing, deepest)
                     stats = replace(stats, fallbacks=stats.fallbacks + fallen)
-                    held = constrain.held(spare, h)
         except SimulationDivergedError:
             if deepest:
                 raise
-        else:
-            if not failed and (held or deepest):
-                return spare, state, stats
-            if failed and deepest:
-                _raise_unconverged(model, data, stats, depth)
+            failing = None
+        if failing is not None and not len(failing):
+            return spare, state, stats
+        if failing is not None and self._divisible(failing):
+            first, second = self._redo_alone(failing, state, spare, end, h, start, depth)
+            largest = float(model.backend.to_host(model.xp.max(data.tree_update)))
+            return (
+                spare,
+                state,
+                StepStats(
+                    max(stats.iterations, first.iterations, second.iterations),
+                    math.nan,
+                    largest,
+                    1 + first.subdivisions + second.subdivisions,
+                    stats.fallbacks + first.fallbacks + second.fallbacks,
+                ),
+            )
         # A half step changes the velocity by about half as much. The last two changes are a
         # whole step apart, too far apart for the first half step to extrapolate them.
-        dw, count = predictor
-        data.dw[...] = 0.5 * dw
-        data.dw_count = min(count, 1)
+        data.dw[...] = 0.5 * start.dw
+        data.dw_count = min(start.dw_count, 1)
         half = 0.5 * h
         state, spare, first = self._step((state, spare), end - half, half, False, depth + 1)
         state, spare, second = self._step((state, spare), end, half, report_residual, depth + 1)
@@ -295,3 +371,106 @@ class Stepper:
                 first.fallbacks + second.fallbacks,
             ),
         )
+
+    def _divisible(self, trees: np.ndarray) -> bool:
+        """Whether ``trees`` can be redone on a model of their own while the others keep their
+        step: not every tree, and no animated constraint (which a model of some trees does not
+        take)."""
+        return len(trees) < self.model.n_trees and (
+            self.constrain is None or self.constrain.divisible
+        )
+
+    def _constrain(
+        self, state: State, h: float, out: State, unfinished: np.ndarray, deepest: bool
+    ) -> tuple[tuple[Fallback, ...], np.ndarray]:
+        """Correct the free step ``out`` by the constraint forces, the ``unfinished`` trees put
+        back at the step's start first (their step is redone; there their contacts cost
+        little). Returns the trees that fell back, and the trees (host indices) whose step
+        failed: the unfinished ones, those the correction gave non-finite values and, short of
+        the deepest halving, those it left past a limit or inside an obstacle."""
+        model, xp, settings, constrain = self.model, self.model.xp, self.settings, self.constrain
+        if len(unfinished):
+            redone = xp.zeros(model.n_trees, dtype=bool)
+            redone[model.backend.from_host(unfinished)] = True
+            on_links = redone[model.link_tree]
+            out.q[...] = xp.where(on_links, state.q, out.q)
+            out.w[...] = xp.where(on_links, state.w, out.w)
+        fallen, diverged = constrain.resolve(state, h, out, deepest and not settings.strict)
+        if len(diverged) and deepest:
+            raise SimulationDivergedError(
+                "the simulation diverged: the constraint forces gave non-finite velocities; "
+                "use more substeps, or check for contacts that push a straight strand along "
+                "its length"
+            )
+        failing = np.union1d(unfinished, diverged)
+        if not deepest:
+            failing = np.union1d(failing, constrain.overshooting_trees(out, h))
+        return fallen, failing
+
+    def _redo_alone(
+        self,
+        trees: np.ndarray,
+        state: State,
+        out: State,
+        end: float,
+        h: float,
+        start: _StepStart,
+        depth: int,
+    ) -> tuple[StepStats, StepStats]:
+        """Redo the step of ``trees`` (host indices) from ``state`` as two half steps on a model
+        of their own (:func:`.model.select_trees`), into their part of ``out``, where the other
+        trees' step stays; their memory of the step (velocity changes, constraint forces,
+        contacts) goes back into this stepper's. Returns the halves' statistics.
+
+        The halves are driven as the whole model's would be (the base and the animated control
+        sampled at their ends, the force fields evaluated at their starts); the strand
+        interaction's forces stay those of the whole step's start (:mod:`.interaction`: the
+        grid couples every tree, and the others have stepped already)."""
+        model, data, backend = self.model, self.data, self.model.backend
+        part, links = select_trees(model, trees)
+        chosen, rows = backend.from_host(links), backend.from_host(trees)
+        part_data = Data.for_model(part)
+        part_data.dw[...] = 0.5 * start.dw[:, chosen]
+        part_data.dw_count = min(start.dw_count, 1)
+        part_data.constrained[...] = start.constrained[rows]
+        part_control = self.control.at_links(chosen)
+        inputs = self.inputs
+
+        def part_inputs(time: float) -> tuple[BaseMotion, dict[str, Any]]:
+            motion, updates = inputs(time)
+            return motion, {
+                name: value if name == "gravity" else value[..., chosen]
+                for name, value in updates.items()
+            }
+
+        constrain = None
+        if self.constrain is not None:
+            constrain = self.constrain.for_trees(part, part_data, part_control, links, start.memory)
+        part_stepper = Stepper(
+            part, part_data, part_control, part_inputs, self.fields, self.settings, constrain
+        )
+        part_states = tuple(
+            State(
+                state.q[:, chosen],
+                state.w[:, chosen],
+                state.base_rotation.copy(),
+                state.base_position.copy(),
+                state.time,
+            )
+            for _ in range(2)
+        )
+        half = 0.5 * h
+        current, spare, first = part_stepper._step(part_states, end - half, half, False, depth + 1)
+        current, _, second = part_stepper._step((current, spare), end, half, False, depth + 1)
+        out.q[:, chosen] = current.q
+        out.w[:, chosen] = current.w
+        # The halves' changes, as whole steps' (see _step).
+        data.dw[:, chosen] = 2.0 * part_data.dw
+        data.dw_previous[:, chosen] = 2.0 * part_data.dw_previous
+        data.constrained[rows] = part_data.constrained
+        data.tree_update[rows] = part_data.tree_update
+        if constrain is not None:
+            self.constrain.take_back(constrain, links)
+        # The halves sampled the animated control at their ends into the whole control.
+        set_inputs(model, self.control, inputs, end)
+        return first, second

@@ -285,7 +285,8 @@ class Workers:
         )
         return StepStats(
             max(result.iterations for result in results),
-            max(result.residual_norm for result in results),
+            # NaN where any group's is (not computed), as np.max has it.
+            float(np.max([result.residual_norm for result in results])),
             max(result.largest_update for result in results),
             sum(result.subdivisions for result in results),
             tuple(fallbacks),

@@ -15,13 +15,15 @@ from oriented_strands.core import (
     build_model,
     presets,
 )
+from oriented_strands.core.model import select_trees
 from strands import STILL, polyline, soft_hair
 
 
-def _floppy_tree(backend):
+def _floppy_tree(backend, beside=()):
     """A 1 m trunk of 8 links with a 4-link branch on its fifth link, a 1 mm rod of E = 0.05 GPa
     and density 1,000 kg/m³: far too soft to stand (it exceeds its critical self-buckling
-    length about five times), so it collapses and whips about."""
+    length about five times), so it collapses and whips about; ``beside``: more strands of the
+    same rod on the same base."""
     youngs_modulus, radius = 0.05e9, 1e-3
     trunk = polyline(8, 1.0, direction=(0.0, 0.0, 1.0))
     branch = trunk[4] + np.linspace(0.0, 1.0, 5)[:, None] * np.array([0.5, 0.0, 0.2])
@@ -34,7 +36,7 @@ def _floppy_tree(backend):
         twist_damping=1e-6,
     )
     specs = [StrandSpec(trunk, name="trunk"), StrandSpec(branch, parent=(0, 4), name="branch")]
-    return build_model(specs, parameters, backend=backend)
+    return build_model(specs + list(beside), parameters, backend=backend)
 
 
 def _swaying_base(frames):
@@ -62,6 +64,56 @@ def test_a_collapsing_floppy_tree_is_stepped_through_by_subdividing_failing_step
     np.testing.assert_allclose(lengths, 0.125, rtol=1e-9)
     # It collapsed: the trunk's tip hangs below its base.
     assert points[8, 2] < 0.0
+
+
+def test_only_the_trees_whose_step_fails_are_halved(backend):
+    """The collapsing tree beside a short strand hanging from the same swaying base, with the
+    Newton iteration capped at 3: the tree's failing steps are halved on a model of its own
+    while the strand keeps its whole steps, so each ends exactly as stepped alone (the strand
+    alone is never halved)."""
+    model = _floppy_tree(backend, [StrandSpec(polyline(3, 0.2, start=(0.3, 0.0, 0.0)))])
+    trajectory = _swaying_base(12)
+    settings = SolverSettings(newton_max_iterations=3)
+
+    def run(part):
+        sim = Simulation(part, settings)
+        subdivisions = sum(sim.advance(1 / 24, trajectory).subdivisions for _ in range(12))
+        return sim, subdivisions
+
+    together, subdivisions = run(model)
+    assert subdivisions > 0
+    to_host = backend.to_host
+    for trees, halved in (([0], True), ([1], False)):
+        part, links = select_trees(model, trees)
+        alone, part_subdivisions = run(part)
+        assert (part_subdivisions > 0) == halved
+        np.testing.assert_array_equal(to_host(together.state.q)[:, links], to_host(alone.state.q))
+        np.testing.assert_array_equal(to_host(together.state.w)[:, links], to_host(alone.state.w))
+
+
+def test_a_tree_whose_iteration_runs_away_is_redone_without_the_others(backend):
+    """One of two strands set spinning at 10¹⁶⁰ rad/s: its Newton iteration overflows at every
+    halving, down to the deepest, where it falls back; the other strand takes its one whole step
+    and ends exactly as stepped alone."""
+    specs = [StrandSpec(polyline(4, 0.2, start=(0.3 * k, 0.0, 0.0))) for k in range(2)]
+    model = build_model(specs, StrandParameters(bend_stiffness=2e-5), backend=backend)
+    settings = SolverSettings(substeps=1)
+
+    def run(part, spinning):
+        sim = Simulation(part, settings)
+        if spinning:
+            sim.state.w[:, part.link_tree == 0] = 1e160
+        return sim, sim.advance(1 / 96, STILL)
+
+    together, stats = run(model, True)
+    assert stats.subdivisions == settings.max_subdivision_depth
+    assert [fallback.strand for fallback in stats.fallbacks] == [0]
+    part, links = select_trees(model, [1])
+    alone, alone_stats = run(part, False)
+    assert alone_stats.subdivisions == 0
+    to_host = backend.to_host
+    np.testing.assert_array_equal(to_host(together.state.q)[:, links], to_host(alone.state.q))
+    np.testing.assert_array_equal(to_host(together.state.w)[:, links], to_host(alone.state.w))
 
 
 def test_a_step_that_keeps_failing_is_halved_down_to_the_depth_limit_and_names_the_strand(
