@@ -203,7 +203,7 @@ class ConstraintSettings:
     slip_speed: float = 1e-3
     limit_margin: float = 0.02
     limit_tolerance: float = math.radians(0.5)
-    penetration_tolerance: float = 0.5
+    penetration_tolerance: float = 0.1
     limit_recovery_speed: float = 5.0
     path_stiffness: float = 2000.0
     path_damping: float = 80.0
@@ -491,6 +491,12 @@ class ConstraintSolver:
     def memory(self) -> ContactMemory | None:
         """What the last step left to the next about its contacts (None without obstacles)."""
         return None if self.contacts is None else self.contacts.memory
+
+    def remember(self, memory: ContactMemory | None) -> None:
+        """Go back to a :attr:`memory` of this solver's: what a step that failed left is
+        forgotten."""
+        if self.contacts is not None:
+            self.contacts.memory = memory
 
     @property
     def obstacle_motion(self) -> ObstacleMotion | None:

@@ -975,7 +975,7 @@ def revised_friction(
 STICKING_SHARE = 0.01
 # The trees the contact correction leaves unfinished after ``contact_iterations`` iterations on
 # the whole forest go on, on a model of their own, for this many times as many.
-TAIL_ITERATIONS = 8
+TAIL_ITERATIONS = 2
 # Bisections of the line search: its step is found to within 2⁻²⁰.
 LINE_SEARCH_BISECTIONS = 20
 # How far (relative) a sticking contact's friction may exceed its bound before it slides

@@ -27,7 +27,9 @@ steps as it would alone, halvings included, in one process or in a worker's grou
 failure in the first step after a start: the count of velocity changes its next first guess
 extrapolates is the model's, one, where alone it would be two). A free step whose unfinished
 trees are to be redone corrects the other trees by the constraint forces with the unfinished
-ones put back at the step's start. A tree whose Newton iteration runs away to non-finite
+ones put back at the step's start. Halves start from what the step before left (velocity
+changes, which trees took constraint forces, how their contacts rubbed), not from what the
+failed attempt overwrote. A tree whose Newton iteration runs away to non-finite
 velocities ends the attempt at its start velocities, failed
 (:func:`.integrators.step_implicit`), and is redone the same way. The whole model is redone
 where every tree failed, or the simulation has animated constraints (a model of some trees does
@@ -194,6 +196,10 @@ class Constrain:
         solver = self._solver.for_trees(part, links, memory)
         return Constrain(part, data, control, solver, self._base, self._obstacle_motion)
 
+    def remember(self, memory: ContactMemory | None) -> None:
+        """Take back a :attr:`memory` of this one (what a failed step found is forgotten)."""
+        self._solver.remember(memory)
+
     def take_back(self, part: Constrain, links: np.ndarray) -> None:
         """After ``part`` (:meth:`for_trees`) corrected its trees' step: remember its contacts."""
         self._solver.take_back(part._solver, links)
@@ -352,6 +358,9 @@ class Stepper:
         # whole step apart, too far apart for the first half step to extrapolate them.
         data.dw[...] = 0.5 * start.dw
         data.dw_count = min(start.dw_count, 1)
+        data.constrained[...] = start.constrained
+        if constrain is not None:
+            constrain.remember(start.memory)
         half = 0.5 * h
         state, spare, first = self._step((state, spare), end - half, half, False, depth + 1)
         state, spare, second = self._step((state, spare), end, half, report_residual, depth + 1)

@@ -31,6 +31,7 @@ from oriented_strands.core import (
     spatial,
 )
 from oriented_strands.core.constraints import _operator_columns, delassus_operator
+from oriented_strands.core.model import select_trees
 from oriented_strands.core.obstacles import signed_distances
 from oriented_strands.core.state import Control
 from strands import (
@@ -433,6 +434,37 @@ def test_a_ball_swept_through_hanging_strands_pushes_them_aside(backend, speed, 
         assert all(fallback.strand in range(20) for fallback in stats.fallbacks)
         before = after
     assert furthest > 0.1
+
+
+def test_a_strand_a_fast_ball_strikes_is_halved_without_the_strand_beside_it(backend):
+    """A ball at 10 m/s strikes one of two hanging strands (the other hangs 30 cm aside, out of
+    its reach): the struck strand's steps are halved on a model of its own, the other keeps its
+    whole steps, and each ends as it does stepped alone (to rounding: a halved step would be
+    millimetres off)."""
+    model = hanging_curtain(backend, [0.0, 0.3])
+    radius, speed = 0.05, 10.0
+    obstacles = build_obstacles([Sphere(radius, Material(0.0, 0.3, 0.2), name="ball")], backend)
+
+    def ball(t):
+        centre = np.array([0.0, -0.2 + speed * t, -0.2])
+        return ObstacleMotion.from_host(
+            obstacles, _pose(position=centre)[None], None, [[0.0, speed, 0.0]]
+        )
+
+    def run(part):
+        sim = Simulation(part, SolverSettings(substeps=4), obstacles=obstacles)
+        subdivisions = sum(
+            sim.advance(1 / 24, STILL, obstacle_motion=ball).subdivisions for _ in range(2)
+        )
+        return backend.to_host(sim.state.w), subdivisions
+
+    together, subdivisions = run(model)
+    assert subdivisions > 0
+    for tree, halved in ((0, True), (1, False)):
+        part, links = select_trees(model, [tree])
+        alone, part_subdivisions = run(part)
+        assert (part_subdivisions > 0) == halved
+        np.testing.assert_allclose(together[:, links], alone, rtol=0, atol=1e-9)
 
 
 def test_a_rising_floor_buckles_a_straight_strand_standing_on_it(backend):
