@@ -214,11 +214,18 @@ def _accumulate_up(model: Model, values: Any, combine: Any = None) -> None:
 def tree_sum(model: Model, values: Any) -> Any:
     """Sum of ``values`` (C, N) over the links of each tree: (C, n_trees).
 
-    The order of summation depends only on the tree itself, so a tree's sums do not change when
-    other trees are added to or removed from the model.
+    The order of summation depends only on the tree itself (from its tips to its root), so a
+    tree's sums do not change when other trees are added to or removed from the model, nor with
+    the model's layout.
     """
     if model.parent_shift and model.n_links % model.n_trees == 0:
-        return values.reshape(values.shape[0], -1, model.n_trees).sum(axis=1)
+        # Tip first, a level at a time, as _accumulate_up adds up a chain: a sum along the
+        # levels would add a lone tree's (contiguous) values in another order than many trees'.
+        levels = values.reshape(values.shape[0], -1, model.n_trees)
+        total = levels[:, -1].copy()
+        for level in range(levels.shape[1] - 2, -1, -1):
+            total += levels[:, level]
+        return total
     total = values.copy()
     _accumulate_up(model, total)
     return total[:, : model.n_trees]

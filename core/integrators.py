@@ -705,8 +705,9 @@ def first_guess(data: Data, w: Any) -> Any:
 # How many past updates Anderson acceleration mixes; three is the usual sweet spot.
 ANDERSON_DEPTH = 3
 # After this many Newton iterations the trees still iterating are factorised again at every new
-# iterate (step_implicit): most steps converge within two on the first guess's factors.
-REFACTORIZE_AFTER = 2
+# iterate (step_implicit): most steps converge within two or three on the first guess's factors
+# (the strand interaction's steps take three or four: after two it cost them 12 % more).
+REFACTORIZE_AFTER = 3
 
 
 def _anderson_correction(model: Model, w: Any, g: Any, past_w: list, past_g: list) -> Any:
