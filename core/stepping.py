@@ -120,6 +120,14 @@ def set_inputs(
         setattr(control, name, value)
 
 
+def fields_at_links(updates: dict[str, Any], links: Any) -> dict[str, Any]:
+    """The animated control fields ``updates`` (a model's, by name) of some of its ``links``:
+    the per-link ones at those links, gravity as it is."""
+    return {
+        name: value if name == "gravity" else value[..., links] for name, value in updates.items()
+    }
+
+
 class Constrain:
     """Corrects each step by the constraint forces (:class:`.constraints.ConstraintSolver`):
     :meth:`begin` records the state a step starts from, :meth:`resolve` corrects the free step.
@@ -447,10 +455,7 @@ class Stepper:
 
         def part_inputs(time: float) -> tuple[BaseMotion, dict[str, Any]]:
             motion, updates = inputs(time)
-            return motion, {
-                name: value if name == "gravity" else value[..., chosen]
-                for name, value in updates.items()
-            }
+            return motion, fields_at_links(updates, chosen)
 
         constrain = None
         if self.constrain is not None:

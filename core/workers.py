@@ -48,7 +48,7 @@ from .errors import WorkerError
 from .integrators import SolverSettings, StepStats
 from .model import Model, select_trees
 from .state import Control, State
-from .stepping import Constrain, Stepper
+from .stepping import Constrain, Stepper, fields_at_links
 
 try:
     import fcntl
@@ -380,11 +380,7 @@ class _Worker:
         """This group's part of a sample ``(base motion, control fields, obstacle motion)``:
         the per-link control fields at its links."""
         motion, updates, obstacle_motion = sample
-        part = {
-            name: value if name == "gravity" else value[..., self.links]
-            for name, value in updates.items()
-        }
-        return motion, part, obstacle_motion
+        return motion, fields_at_links(updates, self.links), obstacle_motion
 
     def send(self, message: tuple) -> None:
         try:
