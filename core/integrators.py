@@ -431,8 +431,7 @@ def _restart_runaway_trees(model: Model, state: State, newton: _Newton) -> None:
     ran_away = non_finite_trees(model, newton.w)
     if not len(ran_away) or len(ran_away) == model.n_trees:
         _raise_diverged(model, newton.w)
-    restarted = xp.zeros(model.n_trees, dtype=bool)
-    restarted[model.backend.from_host(ran_away)] = True
+    restarted = tree_mask(model, ran_away)
     newton.w = xp.where(restarted[model.link_tree], state.w, newton.w)
     newton.change = xp.where(restarted, math.inf, newton.change)
     # Held where they are while the others iterate on.
@@ -706,7 +705,7 @@ def first_guess(data: Data, w: Any) -> Any:
 ANDERSON_DEPTH = 3
 # After this many Newton iterations the trees still iterating are factorised again at every new
 # iterate (step_implicit): most steps converge within two or three on the first guess's factors
-# (the strand interaction's steps take three or four: after two it cost them 12 % more).
+# (the strand interaction's steps take three or four: after two it cost them 10 % more).
 REFACTORIZE_AFTER = 3
 
 

@@ -407,9 +407,7 @@ class Stepper:
         the deepest halving, those it left past a limit or inside an obstacle."""
         model, xp, settings, constrain = self.model, self.model.xp, self.settings, self.constrain
         if len(unfinished):
-            redone = xp.zeros(model.n_trees, dtype=bool)
-            redone[model.backend.from_host(unfinished)] = True
-            on_links = redone[model.link_tree]
+            on_links = integrators.tree_mask(model, unfinished)[model.link_tree]
             out.q[...] = xp.where(on_links, state.q, out.q)
             out.w[...] = xp.where(on_links, state.w, out.w)
         fallen, diverged = constrain.resolve(state, h, out, deepest and not settings.strict)
