@@ -362,20 +362,9 @@ class Stepper:
                     stats.fallbacks + first.fallbacks + second.fallbacks,
                 ),
             )
-        # A half step changes the velocity by about half as much. The last two changes are a
-        # whole step apart, too far apart for the first half step to extrapolate them.
-        data.dw[...] = 0.5 * start.dw
-        data.dw_count = min(start.dw_count, 1)
-        data.constrained[...] = start.constrained
-        if constrain is not None:
-            constrain.remember(start.memory)
-        half = 0.5 * h
-        state, spare, first = self._step((state, spare), end - half, half, False, depth + 1)
-        state, spare, second = self._step((state, spare), end, half, report_residual, depth + 1)
-        # The halves' changes, as whole steps' (half a step apart, so the next step's
-        # extrapolation is damped).
-        data.dw *= 2.0
-        data.dw_previous *= 2.0
+        state, spare, first, second = self._in_halves(
+            (state, spare), end, h, report_residual, depth, start
+        )
         subdivisions = 1 + first.subdivisions + second.subdivisions
         return (
             state,
@@ -388,6 +377,35 @@ class Stepper:
                 first.fallbacks + second.fallbacks,
             ),
         )
+
+    def _in_halves(
+        self,
+        states: tuple[State, State],
+        end: float,
+        h: float,
+        report_residual: bool,
+        depth: int,
+        start: _StepStart,
+    ) -> tuple[State, State, StepStats, StepStats]:
+        """The step of ``h`` ending at ``end`` taken as two half steps from what the steps before
+        left (``start``: what the failed attempt overwrote is forgotten); returns ``(current,
+        spare, first half's stats, second's)``."""
+        data = self.data
+        # A half step changes the velocity by about half as much. The last two changes are a
+        # whole step apart, too far apart for the first half step to extrapolate them.
+        data.dw[...] = 0.5 * start.dw
+        data.dw_count = min(start.dw_count, 1)
+        data.constrained[...] = start.constrained
+        if self.constrain is not None:
+            self.constrain.remember(start.memory)
+        half = 0.5 * h
+        state, spare, first = self._step(states, end - half, half, False, depth + 1)
+        state, spare, second = self._step((state, spare), end, half, report_residual, depth + 1)
+        # The halves' changes, as whole steps' (half a step apart, so the next step's
+        # extrapolation is damped).
+        data.dw *= 2.0
+        data.dw_previous *= 2.0
+        return state, spare, first, second
 
     def _divisible(self, trees: np.ndarray) -> bool:
         """Whether ``trees`` can be redone on a model of their own while the others keep their
@@ -445,9 +463,6 @@ class Stepper:
         part, links = select_trees(model, trees)
         chosen, rows = backend.from_host(links), backend.from_host(trees)
         part_data = Data.for_model(part)
-        part_data.dw[...] = 0.5 * start.dw[:, chosen]
-        part_data.dw_count = min(start.dw_count, 1)
-        part_data.constrained[...] = start.constrained[rows]
         part_control = self.control.at_links(chosen)
         inputs = self.inputs
 
@@ -471,14 +486,19 @@ class Stepper:
             )
             for _ in range(2)
         )
-        half = 0.5 * h
-        current, spare, first = part_stepper._step(part_states, end - half, half, False, depth + 1)
-        current, _, second = part_stepper._step((current, spare), end, half, False, depth + 1)
+        part_start = _StepStart(
+            start.dw[:, chosen],
+            start.dw_count,
+            start.constrained[rows],
+            None if constrain is None else constrain.memory,
+        )
+        current, _, first, second = part_stepper._in_halves(
+            part_states, end, h, False, depth, part_start
+        )
         out.q[:, chosen] = current.q
         out.w[:, chosen] = current.w
-        # The halves' changes, as whole steps' (see _step).
-        data.dw[:, chosen] = 2.0 * part_data.dw
-        data.dw_previous[:, chosen] = 2.0 * part_data.dw_previous
+        data.dw[:, chosen] = part_data.dw
+        data.dw_previous[:, chosen] = part_data.dw_previous
         data.constrained[rows] = part_data.constrained
         data.tree_update[rows] = part_data.tree_update
         if constrain is not None:
