@@ -19,7 +19,7 @@ from oriented_strands.core import (
     build_model,
     build_obstacles,
 )
-from oriented_strands.core.interaction import Interaction, centres, grid_transfer
+from oriented_strands.core.interaction import Grid, Interaction, centres
 
 
 def _cloud(backend, count=400, seed=0):
@@ -35,12 +35,12 @@ def test_the_grid_transfer_conserves_momentum_and_never_adds_kinetic_energy(back
     velocity conserves the points' total momentum to rounding, and lowers their kinetic energy
     for every friction in (0, 1] (the grid velocity is a mass-weighted average)."""
     positions, velocities, mass = _cloud(backend)
-    transfer = grid_transfer(backend, positions, velocities, mass, 0.02, mass)
+    grid_velocity = Grid(backend, positions, mass, 0.02).velocity(velocities, mass)
     xp, to_host = backend.xp, backend.to_host
     momentum = to_host(xp.sum(mass * velocities, axis=1))
     energy = float(to_host(0.5 * xp.sum(mass * xp.sum(velocities**2, axis=0))))
     for friction in (0.1, 0.5, 1.0):
-        moved = velocities + friction * (transfer.velocity - velocities)
+        moved = velocities + friction * (grid_velocity - velocities)
         np.testing.assert_allclose(
             to_host(xp.sum(mass * moved, axis=1)), momentum, rtol=0, atol=1e-12
         )
@@ -57,12 +57,13 @@ def test_the_grid_density_holds_the_mass_and_its_excess_points_down_the_density(
     positions = backend.from_host(np.concatenate((cluster, cloud), axis=1))
     mass = backend.from_host(np.ones(400))
     target = backend.from_host(np.full(400, 400.0 / 0.1**3))
-    transfer = grid_transfer(backend, positions, None, mass, 0.01, mass * target)
-    gradient = backend.to_host(transfer.excess_gradient)[:, :200]
+    grid = Grid(backend, positions, mass, 0.01)
+    total = float(backend.to_host(backend.xp.sum(grid.node_density()))) * grid.cell**3
+    assert total == pytest.approx(400.0, rel=1e-12)
+    gradient = backend.to_host(grid.excess_gradient(grid.density_ratio(mass * target)))[:, :200]
     outward = backend.to_host(positions)[:, :200] - 0.05
     # Density rises toward the cluster's centre: the gradient points inward, the push outward.
     assert np.mean(np.sum(gradient * outward, axis=0) < 0.0) > 0.9
-    assert transfer.velocity is None
 
 
 def _wisp(backend, count_side=5, links=10):
@@ -197,7 +198,7 @@ def test_hair_falling_onto_a_head_keeps_a_thicker_layer_with_volume():
         upper = points[:, 2] > 0.0
         grid = Interaction(model, StrandInteraction())
         positions, _ = centres(model, sim.data, sim.state, None)
-        density = grid_transfer(backend, positions, None, model.mass, grid.cell, model.mass).density
+        density = Grid(backend, positions, model.mass, grid.cell).density()
         result[interaction is not None] = (
             np.percentile(height[upper], 90),
             np.percentile(density / grid.target, 95),
