@@ -14,15 +14,21 @@ extension installed from disk lives in)::
 
 Both run the same bake and export as the operators, synchronously. The exit status is 0 on
 success, 1 when the bake fails (the message says why: a missing object, a bad frame range, an
-engine error) and 2 for malformed arguments. See ``docs/baking.md``.
+engine error), 2 for malformed arguments, and 130 or 143 when stopped by SIGINT (Ctrl-C) or
+SIGTERM (a farm manager ending the job): the command then ends cleanly, its engine processes
+with it, and leaves the .blend file and the caches as they were, except what it reported as
+written before the signal. See ``docs/baking.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 
 TARGETS = {
     "shape_keys": "SHAPE_KEYS",
@@ -34,6 +40,10 @@ TARGETS = {
 
 class BakeCommandError(Exception):
     """A request this command cannot carry out; the message says what to change."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: the command stops as on Ctrl-C (everything it started is undone)."""
 
 
 def _frame_range(text: str) -> tuple[int, int]:
@@ -105,8 +115,9 @@ def _systems(bpy, scene_module, names: str | None) -> list:
     return chosen
 
 
-def run(arguments: argparse.Namespace) -> list[str]:
-    """Open, bake, export and save as ``arguments`` say; return what was written.
+def run(arguments: argparse.Namespace, wrote: Callable[[str], None]) -> None:
+    """Open, bake, export and save as ``arguments`` say, telling ``wrote`` each file or object
+    as soon as it is written.
 
     Raises :class:`BakeCommandError`, the extension's ``StrandError`` or ``OSError``.
     """
@@ -120,15 +131,23 @@ def run(arguments: argparse.Namespace) -> list[str]:
             "--alembic needs exactly one --target: Blender's exporter writes shape-keyed curves "
             "as meshes and hair as curves, never both in one file"
         )
+    save_as = None
+    if arguments.save_as:
+        save_as = os.path.abspath(arguments.save_as)
+        if not save_as.endswith(".blend"):
+            raise BakeCommandError(f"--save-as: {arguments.save_as!r} is not a .blend file path")
+        folder = os.path.dirname(save_as)
+        if not os.path.isdir(folder):
+            raise BakeCommandError(f"--save-as: no folder {folder!r} to save the file in")
     if arguments.blend:
         if not os.path.isfile(arguments.blend):
             raise BakeCommandError(f"no .blend file at {arguments.blend!r}")
         bpy.ops.wm.open_mainfile(filepath=os.path.abspath(arguments.blend))
     elif not bpy.data.filepath:
         raise BakeCommandError("give the .blend file to bake")
-    written = []
-    if arguments.save_as:
-        bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(arguments.save_as))
+    if save_as:
+        _saving(save_as, lambda: bpy.ops.wm.save_as_mainfile(filepath=save_as))
+        wrote(f"blend  {save_as} (the scene before the bake)")
     if arguments.alembic:
         # Checked before baking, so a typo costs no simulation and leaves no caches behind.
         folder = os.path.dirname(bpy.path.abspath(arguments.alembic)) or "."
@@ -140,21 +159,28 @@ def run(arguments: argparse.Namespace) -> list[str]:
         for ob in objects:
             ob.oriented_strands.frame_start, ob.oriented_strands.frame_end = arguments.frames
     baked = scene.bake_systems(context.scene, context.view_layer, objects, targets)
-    written += [f"object {ob.name}" for ob in baked]
-    written += [
-        f"cache  {bpy.path.abspath(ob.oriented_strands_bake.cache_file)}"
-        for ob in baked
-        if ob.oriented_strands_bake.cache_file
-    ]
+    for ob in baked:
+        wrote(f"object {ob.name}")
+        if ob.oriented_strands_bake.cache_file:
+            wrote(f"cache  {bpy.path.abspath(ob.oriented_strands_bake.cache_file)}")
     if arguments.alembic:
         scene.export_alembic(
             context.scene, context.view_layer, objects, targets[0], arguments.alembic
         )
-        written.append(f"alembic {bpy.path.abspath(arguments.alembic)}")
+        wrote(f"alembic {bpy.path.abspath(arguments.alembic)}")
     if arguments.save or arguments.save_as:
-        bpy.ops.wm.save_mainfile()
-        written.append(f"blend  {bpy.data.filepath}")
-    return written
+        _saving(bpy.data.filepath, bpy.ops.wm.save_mainfile)
+        wrote(f"blend  {bpy.data.filepath}")
+
+
+def _saving(path: str, save: Callable[[], object]) -> None:
+    """``save()`` the open file to ``path``; Blender's refusal (no permission, a full disk) as a
+    :class:`BakeCommandError` of one line."""
+    try:
+        save()
+    except RuntimeError as error:
+        lines = str(error).strip().splitlines() or ["no reason given"]
+        raise BakeCommandError(f"cannot save {path!r}: {lines[-1]}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,12 +196,22 @@ def main(argv: list[str] | None = None) -> int:
     if "bpy" not in sys.modules and "BLENDER_USER_RESOURCES" not in os.environ:
         configuration = tempfile.TemporaryDirectory(prefix="oriented-strands-")
         os.environ["BLENDER_USER_RESOURCES"] = configuration.name
+    # SIGTERM stops the command as Ctrl-C does, for as long as it runs (signals reach the main
+    # thread only; elsewhere the caller's handling stands).
+    handling = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if handling else None
     try:
         return _run_in_blender(arguments)
     finally:
+        if handling:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
         if configuration is not None:
             del os.environ["BLENDER_USER_RESOURCES"]
             configuration.cleanup()
+
+
+def _terminate(_signal_number: int, _frame: object) -> None:
+    raise Terminated()
 
 
 def _run_in_blender(arguments: argparse.Namespace) -> int:
@@ -190,13 +226,24 @@ def _run_in_blender(arguments: argparse.Namespace) -> int:
     registered_here = not hasattr(bpy.types.Object, "oriented_strands_bake")
     if registered_here:
         register()
+
+    def wrote(line: str) -> None:
+        print(f"oriented_strands.bake: wrote {line}", flush=True)
+
     try:
-        for line in run(arguments):
-            print(f"oriented_strands.bake: wrote {line}")
+        run(arguments, wrote)
     except (BakeCommandError, StrandError, OSError) as error:
         for line in str(error).splitlines():
             print(f"oriented_strands.bake: error: {line}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as interruption:
+        name = "SIGTERM" if isinstance(interruption, Terminated) else "SIGINT"
+        print(
+            f"oriented_strands.bake: error: stopped by {name}; nothing was written but what is "
+            "reported above",
+            file=sys.stderr,
+        )
+        return 128 + (signal.SIGTERM if name == "SIGTERM" else signal.SIGINT)
     finally:
         if registered_here:
             unregister()

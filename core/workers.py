@@ -75,8 +75,12 @@ PIPE_BYTES = 1 << 20
 # Per-link fields that force fields evaluated in a worker write, and the parent stores back.
 _FIELD_CONTROL = ("wind_velocity", "external_force")
 
+# What a worker process runs first. Ctrl-C in a terminal reaches every process of its group: the
+# parent stops and ends its workers, so a worker ignores it rather than print a traceback of its
+# own.
 _BOOTSTRAP = """
-import importlib, pickle, sys, types
+import importlib, pickle, signal, sys, types
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 paths, packages, module = pickle.load(sys.stdin.buffer)
 sys.path[:] = paths
 for name, path in packages:

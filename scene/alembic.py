@@ -114,6 +114,9 @@ def export_alembic(
             raise SceneInputError(f"Blender's Alembic exporter failed to write {filepath!r}")
         os.replace(partial, filepath)
     finally:
+        # An export cut short (an error, Ctrl-C, SIGTERM) leaves no partial file behind.
+        if os.path.exists(partial):
+            os.remove(partial)
         for ob, modifier in modifiers:
             ob.modifiers.remove(modifier)
         for ob in view_layer.objects:

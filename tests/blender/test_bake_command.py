@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -12,7 +13,12 @@ bpy = pytest.importorskip("bpy")
 pytest.importorskip("alembic3d")
 
 from alembic_samples import read_positions  # noqa: E402
-from scene_builders import saved_swinging_tree, select_only  # noqa: E402
+from scene_builders import (  # noqa: E402
+    add_strand_system,
+    poly_curve,
+    saved_swinging_tree,
+    select_only,
+)
 
 FRAMES = 8
 
@@ -89,6 +95,8 @@ def test_a_frame_range_and_several_targets_in_one_run(tree, tmp_path, capsys):
         (["--frames", "start-9"], "'start-9' is not a frame range"),
         (["--target", "bones", "--alembic", "x.abc"], "--alembic needs exactly one --target"),
         (["--alembic", "//missing/hair.abc"], "--alembic: no folder"),
+        (["--save-as", "no_such_folder/tree.blend"], "--save-as: no folder"),
+        (["--save-as", "tree.txt"], "--save-as: 'tree.txt' is not a .blend file path"),
     ],
 )
 def test_bad_requests_fail_with_a_clear_message(tree, tmp_path, capsys, arguments, message):
@@ -120,3 +128,90 @@ def test_an_engine_failure_exits_non_zero(tree, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(Simulation, "advance", diverging)
     assert bake.main([str(tmp_path / "tree.blend"), "--target", "bones"]) == 1
     assert "frame 2: Newton did not converge" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_the_bake_and_leaves_the_file_as_it_was(tree, tmp_path, capsys, monkeypatch):
+    """Ctrl-C during the simulation: exit status 130, one line saying so, the .blend file and
+    its folder untouched."""
+    from oriented_strands import bake
+    from oriented_strands.core import Simulation
+
+    blend = tmp_path / "tree.blend"
+    before, listing = blend.read_bytes(), sorted(os.listdir(tmp_path))
+    advance, calls = Simulation.advance, []
+
+    def interrupted(self, dt, base, **inputs):
+        calls.append(dt)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return advance(self, dt, base, **inputs)
+
+    monkeypatch.setattr(Simulation, "advance", interrupted)
+    status = bake.main([str(blend), "--target", "hair", "--alembic", "//hair.abc", "--save"])
+    assert status == 130
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert errors == [
+        "oriented_strands.bake: error: stopped by SIGINT; nothing was written but what is "
+        "reported above"
+    ]
+    assert blend.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == listing
+
+
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_stops_the_command_cleanly(factory_scene, tmp_path, extension, stop, status):
+    """A farm manager's SIGTERM, or Ctrl-C in a terminal (SIGINT to the whole process group),
+    in the middle of a long bake stepped in two worker processes: the exit status says which,
+    standard error has one line and no traceback (the workers' included), the workers end, and
+    the .blend file and its folder are as they were."""
+    factory_scene.frame_start, factory_scene.frame_end = 1, 20000
+    hair = poly_curve("hair", [[(0.01 * i, 0.0, -0.02 * k) for k in range(5)] for i in range(40)])
+    assert add_strand_system(hair) == {"FINISHED"}
+    hair.oriented_strands.worker_processes = 2
+    blend = tmp_path / "hair.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(blend))
+    before, listing = blend.read_bytes(), sorted(os.listdir(tmp_path))
+    environment = {k: v for k, v in os.environ.items() if k != "BLENDER_USER_RESOURCES"}
+    command = [sys.executable, "-m", "oriented_strands.bake", str(blend)]
+    command += ["--target", "hair", "--alembic", "//hair.abc", "--save"]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        start_new_session=True,
+    )
+    try:
+        for line in process.stdout:
+            if " ETA " in line:  # the workers are stepping
+                break
+        workers = _children(process.pid)
+        os.killpg(process.pid, stop)
+        _, errors = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == status, errors
+    name = "SIGTERM" if stop == signal.SIGTERM else "SIGINT"
+    assert errors.strip().splitlines() == [
+        f"oriented_strands.bake: error: stopped by {name}; nothing was written but what is "
+        "reported above"
+    ]
+    assert len(workers) == 2
+    assert not [pid for pid in workers if os.path.exists(f"/proc/{pid}")]
+    assert blend.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == listing
+
+
+def _children(pid):
+    """The process ids whose parent is ``pid`` (Linux's /proc)."""
+    children = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            children.append(entry)
+    return children
