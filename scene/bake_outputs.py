@@ -87,6 +87,8 @@ SUFFIXES = {
     HAIR: "_baked_hair",
 }
 CACHE_FOLDER = "strands_cache"
+# The longest name Blender keeps (bytes of UTF-8): longer ones are cut, and bones renamed.
+MAX_NAME_BYTES = 63
 
 
 def baked_objects(source: bpy.types.Object, target: str) -> list[bpy.types.Object]:
@@ -275,12 +277,18 @@ def _add_frame_keys(
 
 
 def bone_names(system: BakedSystem) -> list[str]:
-    """``strand003.007``: link 7 (from the root) of strand 3, in strand order."""
-    return [
-        f"strand{strand:03d}.{link:03d}"
-        for strand, count in enumerate(system.point_counts)
-        for link in range(int(count) - 1)
-    ]
+    """``Ponytail.003.007``: link 7 (from the root) of strand 3 of the system ``Ponytail``, in
+    strand order. Named after the system, the bones of two rigs never share a name, so that an
+    exporter matching actions to rigs by bone names (FBX's *All Actions*) gives each rig its
+    own; the object's name is shortened to keep within Blender's 63 bytes."""
+    names = []
+    for strand, count in enumerate(system.point_counts):
+        for link in range(int(count) - 1):
+            suffix = f".{strand:03d}.{link:03d}"
+            room = MAX_NAME_BYTES - len(suffix.encode())
+            prefix = system.source.name.encode()[:room].decode(errors="ignore")
+            names.append(prefix + suffix)
+    return names
 
 
 def write_armature(system: BakedSystem, transaction: Transaction) -> bpy.types.Object:

@@ -70,7 +70,7 @@ def _skin_to_rig(rig, rest, point_counts):
     edges, groups, start = [], [], 0
     for strand, count in enumerate(point_counts):
         edges += [(start + k, start + k + 1) for k in range(count - 1)]
-        bones = [f"strand{strand:03d}.{k:03d}" for k in range(count - 1)]
+        bones = [f"{rig.name.removesuffix('_rig')}.{strand:03d}.{k:03d}" for k in range(count - 1)]
         groups += [bones[0], *bones]
         start += count
     mesh = bpy.data.meshes.new("skin")

@@ -116,10 +116,10 @@ def test_bones_follow_every_link_frame_of_the_engine(factory_scene, tree):
     bones = rig.data.bones
     assert len(bones) == 9  # three strands of three segments
     # The branch starts halfway up the trunk, on its second segment.
-    assert bones["strand001.000"].parent.name == "strand000.001"
-    assert not bones["strand001.000"].use_connect
-    assert bones["strand000.001"].use_connect
-    assert bones["strand002.000"].parent is None
+    assert bones["tree.001.000"].parent.name == "tree.000.001"
+    assert not bones["tree.001.000"].use_connect
+    assert bones["tree.000.001"].use_connect
+    assert bones["tree.002.000"].parent is None
 
     # The engine's link frames, simulated here independently of the bake.
     runtime = scene.systems.read_for_bake(factory_scene, bpy.context.view_layer, [tree])["tree"]
