@@ -107,7 +107,9 @@ def _prepare_and_build(
         try:
             built[ob.name] = _built_runtime(ob, scene, prepared[ob.name])
         except StrandError as error:
-            errors[ob.name] = str(error)
+            # One line per object at fault, each naming its object.
+            named = str(error).startswith(f"object {ob.name!r}")
+            errors[ob.name] = str(error) if named else f"object {ob.name!r}: {error}"
     if errors:
         raise SceneInputError(
             "\n".join(errors[ob.name] for ob, _, _ in requests if ob.name in errors)
