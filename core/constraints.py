@@ -329,6 +329,19 @@ class ConstraintStats:
     bilateral_rows: int = 0
 
 
+@dataclass(frozen=True, eq=False)
+class SolverRecord:
+    """What a :class:`ConstraintSolver` carries from one step to the next
+    (:meth:`ConstraintSolver.kept`): how its contacts rubbed, the obstacles' last motion, the
+    last statistics and contacts, and the step start of its animated constraints."""
+
+    memory: ContactMemory | None
+    obstacle_motion: ObstacleMotion | None
+    stats: ConstraintStats
+    last_contacts: StepContacts | None
+    start: dict
+
+
 @dataclass(eq=False)
 class _Rows:
     """Constraint rows, one column each (device arrays, ``R`` rows).
@@ -497,6 +510,25 @@ class ConstraintSolver:
         forgotten."""
         if self.contacts is not None:
             self.contacts.memory = memory
+
+    def kept(self) -> SolverRecord:
+        """What this solver carries from one step to the next, to :meth:`restore` after a
+        failed advance."""
+        contacts = self.contacts
+        return SolverRecord(
+            None if contacts is None else contacts.memory,
+            None if contacts is None else contacts.motion,
+            self.stats,
+            self.last_contacts,
+            dict(self._start),
+        )
+
+    def restore(self, record: SolverRecord) -> None:
+        """Go back to what :meth:`kept` recorded."""
+        if self.contacts is not None:
+            self.contacts.memory, self.contacts.motion = record.memory, record.obstacle_motion
+        self.stats, self.last_contacts = record.stats, record.last_contacts
+        self._start = dict(record.start)
 
     @property
     def obstacle_motion(self) -> ObstacleMotion | None:

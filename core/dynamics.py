@@ -41,6 +41,20 @@ from .spatial import add_cross, cross, dot, matmul, matTvec, matvec
 from .state import Control
 
 
+@dataclass(frozen=True, eq=False)
+class StepHistory:
+    """What the steps before leave in :class:`Data` for the next one (copies; fields as
+    :class:`Data`'s): the last velocity changes the first guess extrapolates, the last Newton
+    updates, and which trees took constraint forces."""
+
+    dw: Any
+    dw_previous: Any
+    tree_update: Any
+    dw_count: int
+    constrained: Any
+    plain_trees: Any
+
+
 @dataclass(eq=False)
 class Data:
     """Preallocated workspace of one model; results of every pass land here.
@@ -141,6 +155,26 @@ class Data:
         fields["constrained"] = xp.zeros(model.n_trees, dtype=bool)
         fields["plain_trees"] = xp.zeros(model.n_trees, dtype=bool)
         return cls(**fields)
+
+    def history(self) -> StepHistory:
+        """Copies of what the last steps left here for the next (:class:`StepHistory`)."""
+        return StepHistory(
+            self.dw.copy(),
+            self.dw_previous.copy(),
+            self.tree_update.copy(),
+            self.dw_count,
+            self.constrained.copy(),
+            self.plain_trees.copy(),
+        )
+
+    def restore(self, history: StepHistory) -> None:
+        """Put back what :meth:`history` copied (after a failed advance)."""
+        self.dw[...] = history.dw
+        self.dw_previous[...] = history.dw_previous
+        self.tree_update[...] = history.tree_update
+        self.dw_count = history.dw_count
+        self.constrained[...] = history.constrained
+        self.plain_trees[...] = history.plain_trees
 
     def clear_predictor(self) -> None:
         """Forget the last steps: their velocity changes and which trees took constraint

@@ -9,6 +9,7 @@ up to rounding, obstacles and joint limits included. A simulation with animated 
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -24,8 +25,9 @@ from .constraints import (
     JointLimits,
     JointRotation,
     PointPath,
+    SolverRecord,
 )
-from .dynamics import Data
+from .dynamics import Data, StepHistory
 from .errors import InvalidInputError
 from .integrators import SolverSettings, StepStats
 from .interaction import Interaction, InteractionStats, StrandInteraction
@@ -276,6 +278,25 @@ class Simulation:
         dt = float(dt)
         if not (np.isfinite(dt) and dt > 0):
             raise InvalidInputError(f"dt must be a positive number, got {dt}")
+        if self._workers is None:
+            # In one process a call that fails, interrupted ones included, leaves the
+            # simulation as it found it: the next call steps as if it had never been made.
+            before = _Before.of(self)
+            try:
+                return self._advance(dt, base, pose, fields, obstacle_motion)
+            except BaseException:
+                before.restore(self)
+                raise
+        return self._advance(dt, base, pose, fields, obstacle_motion)
+
+    def _advance(
+        self,
+        dt: float,
+        base: BaseSource,
+        pose: PoseSource | None,
+        fields: ForceFields | None,
+        obstacle_motion: ObstacleSource | None,
+    ) -> StepStats:
         substeps = int(self.settings.substeps)
         h = dt / substeps
         start = self.state.time
@@ -334,16 +355,10 @@ class Simulation:
                 self.interaction,
             )
             # The substeps step into the state and a spare by turns (made here, so that a
-            # simulation stepped by worker processes keeps none): kept aside, the state comes
-            # back as it was if one of them fails.
-            before = self.state.copy()
-            try:
-                self.state, _, self.stats = stepper.advance(
-                    (self.state, self.state.copy()), start, h, substeps
-                )
-            except Exception:
-                self.state = before
-                raise
+            # simulation stepped by worker processes keeps none).
+            self.state, _, self.stats = stepper.advance(
+                (self.state, self.state.copy()), start, h, substeps
+            )
         # Land exactly on the requested time despite the substeps' rounding.
         self.state.time = start + dt
         return self.stats
@@ -390,3 +405,51 @@ class Simulation:
         )
         to_host = self.model.backend.to_host
         return float(to_host(kinetic)), float(to_host(potential))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Before:
+    """A simulation stepped in one process as an advance finds it: its state, what the steps
+    before left for the next (in the workspace and the constraint solver), the control and
+    the statistics (copies where the step writes in place)."""
+
+    state: State
+    history: StepHistory
+    control: Control
+    stats: StepStats
+    constraints: SolverRecord | None
+    interaction_stats: InteractionStats | None
+
+    @classmethod
+    def of(cls, simulation: Simulation) -> _Before:
+        control = simulation.control
+        constraints, interaction = simulation.constraints, simulation.interaction
+        return cls(
+            simulation.state.copy(),
+            simulation.data.history(),
+            # The control's fields are replaced, not written into, but for those force fields
+            # fill in place.
+            dataclasses.replace(
+                control,
+                wind_velocity=control.wind_velocity.copy(),
+                external_force=control.external_force.copy(),
+            ),
+            simulation.stats,
+            None if constraints is None else constraints.kept(),
+            None if interaction is None else interaction.stats,
+        )
+
+    def restore(self, simulation: Simulation) -> None:
+        simulation.state = self.state
+        simulation.data.restore(self.history)
+        control = simulation.control
+        for item in dataclasses.fields(Control):
+            if item.name in ("wind_velocity", "external_force"):
+                getattr(control, item.name)[...] = getattr(self.control, item.name)
+            else:
+                setattr(control, item.name, getattr(self.control, item.name))
+        simulation.stats = self.stats
+        if self.constraints is not None:
+            simulation.constraints.restore(self.constraints)
+        if self.interaction_stats is not None:
+            simulation.interaction.stats = self.interaction_stats

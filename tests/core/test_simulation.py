@@ -15,7 +15,7 @@ from oriented_strands.core import (
     build_model,
     spatial,
 )
-from strands import STILL, polyline, soft_hair
+from strands import STILL, hair_on_head, polyline, soft_hair, turning_head
 
 
 def test_points_and_frames_have_the_documented_shapes(backend):
@@ -130,3 +130,55 @@ def test_parameters_animated_by_callables_are_sampled_at_every_substep(backend):
     assert np.abs(to_host(animated.control.pose_strength)).max() == 0.0
     with pytest.raises(InvalidInputError, match="drag must be non-negative"):
         animated.set_parameter("drag", lambda t: -t - 1.0)
+
+
+class _Interrupted(BaseException):
+    """Stands for Ctrl-C or any BaseException a caller's callback raises."""
+
+
+@pytest.mark.parametrize("failure", [RuntimeError, KeyboardInterrupt, _Interrupted])
+def test_a_failed_advance_leaves_the_simulation_as_it_found_it(failure):
+    """Hair on a turning head with joint limits and strand interaction: a call whose base
+    motion raises at its third substep, then more frames, ends bit for bit where a run without
+    that call ends (state, step history, contact memory, control and statistics put back)."""
+    from oriented_strands.core import JointLimits, StrandInteraction, get_backend
+
+    backend = get_backend("numpy")
+    model, obstacles = hair_on_head(backend, 6, 8)
+    head, obstacle_motion = turning_head(obstacles)
+    runs = []
+    for interrupted in (False, True):
+        sim = Simulation(
+            model,
+            SolverSettings(workers=1),
+            obstacles=obstacles,
+            joint_limits=JointLimits(swing=0.5),
+            interaction=StrandInteraction(friction=0.3, volume=1.0),
+        )
+        for frame in range(8):
+            if interrupted and frame == 5:
+                with pytest.raises(failure):
+                    sim.advance(
+                        1 / 24, _failing_at(3, head, failure), obstacle_motion=obstacle_motion
+                    )
+            stats = sim.advance(1 / 24, head, obstacle_motion=obstacle_motion)
+        runs.append((sim, stats, sim.constraint_stats, sim.interaction_stats))
+    (plain, *plain_stats), (again, *again_stats) = runs
+    assert plain_stats[1].contacts > 0
+    assert plain_stats == again_stats
+    np.testing.assert_array_equal(again.state.q, plain.state.q)
+    np.testing.assert_array_equal(again.state.w, plain.state.w)
+    assert again.time == plain.time
+
+
+def _failing_at(call, motion, failure):
+    """``motion`` that raises ``failure`` at its ``call``-th sample."""
+    calls = []
+
+    def failing(t):
+        calls.append(t)
+        if len(calls) == call:
+            raise failure("interrupted")
+        return motion(t)
+
+    return failing
