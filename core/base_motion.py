@@ -106,14 +106,14 @@ class BaseMotion:
     linear_acceleration: np.ndarray
 
     def __post_init__(self) -> None:
-        rotation = _finite_array("BaseMotion.rotation", self.rotation, (None, 3, 3))
+        rotation = finite_array("BaseMotion.rotation", self.rotation, (None, 3, 3))
         n_bases = rotation.shape[0]
         _check_orthonormal("BaseMotion.rotation", rotation)
         for item in fields(self):
             if item.name == "rotation":
                 value = rotation
             else:
-                value = _finite_array(
+                value = finite_array(
                     f"BaseMotion.{item.name}", getattr(self, item.name), (n_bases, 3)
                 )
             value.setflags(write=False)
@@ -130,8 +130,8 @@ class BaseMotion:
 
         Rotations within :data:`RIGID_TOLERANCE` of orthonormal are re-orthonormalised.
         """
-        matrices = _finite_array("BaseMotion.still matrices", matrices, (None, 4, 4))
-        rotation, position = _rigid_parts("BaseMotion.still matrices", matrices)
+        matrices = finite_array("BaseMotion.still matrices", matrices, (None, 4, 4))
+        rotation, position = rigid_parts("BaseMotion.still matrices", matrices)
         zeros = np.zeros_like(position)
         return cls(rotation, position, zeros, zeros, zeros, zeros)
 
@@ -153,10 +153,10 @@ class BaseTrajectory:
     """
 
     def __init__(self, times: np.ndarray, matrices: np.ndarray) -> None:
-        times = _finite_array("BaseTrajectory times", times, (None,))
+        times = finite_array("BaseTrajectory times", times, (None,))
         if times.shape[0] < 1:
             raise InvalidInputError("BaseTrajectory times must hold at least one sample time")
-        matrices = _finite_array("BaseTrajectory matrices", matrices, (times.shape[0], None, 4, 4))
+        matrices = finite_array("BaseTrajectory matrices", matrices, (times.shape[0], None, 4, 4))
         steps = np.diff(times)
         if (steps <= 0).any():
             i = int(np.argmax(steps <= 0))
@@ -164,7 +164,7 @@ class BaseTrajectory:
                 f"BaseTrajectory times must be strictly increasing, got times[{i}] = {times[i]} "
                 f"and times[{i + 1}] = {times[i + 1]}"
             )
-        rotation, position = _rigid_parts("BaseTrajectory matrices", matrices)
+        rotation, position = rigid_parts("BaseTrajectory matrices", matrices)
         times.setflags(write=False)
         self.times = times
         """(F,) float64, s: the sample times (read-only)."""
@@ -227,7 +227,7 @@ class BaseTrajectory:
 # --- validation ------------------------------------------------------------------------------
 
 
-def _finite_array(name: str, value: object, shape: tuple[int | None, ...]) -> np.ndarray:
+def finite_array(name: str, value: object, shape: tuple[int | None, ...]) -> np.ndarray:
     """``value`` as a float64 copy of ``shape`` (``None`` = any length), finite, or raise."""
     try:
         array = np.array(value, dtype=np.float64)
@@ -257,7 +257,7 @@ def _check_orthonormal(name: str, rotation: np.ndarray) -> None:
         )
 
 
-def _rigid_parts(name: str, matrices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rigid_parts(name: str, matrices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rotations (re-orthonormalised) and translations of rigid ``(..., 4, 4)`` transforms."""
     bottom_error = np.abs(matrices[..., 3, :] - (0.0, 0.0, 0.0, 1.0)).max(axis=-1)
     if (bottom_error > RIGID_TOLERANCE).any():

@@ -32,7 +32,7 @@ import numpy as np
 from . import dynamics, spatial
 from .dynamics import Data
 from .errors import InvalidInputError, SimulationDivergedError
-from .model import Model, select_trees
+from .model import Model, is_whole, select_trees
 from .spatial import dot
 from .state import Control, State
 
@@ -94,32 +94,31 @@ class SolverSettings:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise InvalidInputError(f"method must be one of {METHODS}, got {self.method!r}")
-        if int(self.substeps) < 1:
-            raise InvalidInputError(f"substeps must be at least 1, got {self.substeps}")
-        if not (np.isfinite(self.newton_tolerance) and self.newton_tolerance > 0):
-            raise InvalidInputError(
-                f"newton_tolerance must be a positive number, got {self.newton_tolerance}"
-            )
-        if int(self.newton_max_iterations) < 1:
-            raise InvalidInputError(
-                f"newton_max_iterations must be at least 1, got {self.newton_max_iterations}"
-            )
-        if not (np.isfinite(self.subdivision_threshold) and self.subdivision_threshold > 0):
-            raise InvalidInputError(
-                f"subdivision_threshold must be a positive number, got {self.subdivision_threshold}"
-            )
-        if int(self.max_subdivision_depth) < 0:
-            raise InvalidInputError(
-                f"max_subdivision_depth must be at least 0, got {self.max_subdivision_depth}"
-            )
+        for name, least in (
+            ("substeps", 1),
+            ("newton_max_iterations", 1),
+            ("max_subdivision_depth", 0),
+        ):
+            value = getattr(self, name)
+            if not is_whole(value) or value < least:
+                raise InvalidInputError(f"{name} must be a whole number >= {least}, got {value!r}")
+        for name in ("newton_tolerance", "subdivision_threshold"):
+            value = getattr(self, name)
+            if not _real(value) or not (math.isfinite(value) and value > 0):
+                raise InvalidInputError(f"{name} must be a positive number, got {value!r}")
         if not isinstance(self.strict, bool):
             raise InvalidInputError(f"strict must be True or False, got {self.strict!r}")
-        if self.workers is not None and (
-            isinstance(self.workers, bool) or int(self.workers) != self.workers or self.workers < 1
-        ):
+        if self.workers is not None and (not is_whole(self.workers) or self.workers < 1):
             raise InvalidInputError(
                 f"workers must be a whole number >= 1 or None, got {self.workers!r}"
             )
+
+
+def _real(value: Any) -> bool:
+    """Whether ``value`` is a real number (not a bool, a string or a complex)."""
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ import numpy as np
 
 from . import spatial
 from .backend import Backend, get_backend
+from .base_motion import finite_array, rigid_parts
 from .errors import InvalidInputError, InvalidStrandError
 
 # Segments shorter than this (metres) are degenerate: their direction is numerically meaningless.
@@ -262,6 +263,46 @@ class Model:
         return f"strand {int(self.strand_index[strand])}" + (f" ({name!r})" if name else "")
 
 
+def _validated_specs(strands: Any) -> list[StrandSpec]:
+    """``strands`` as a list of :class:`StrandSpec` whose base, parent and name are of the
+    right kinds (whole numbers are not rounded: a base of 0.5 is refused, not taken as 0)."""
+    if isinstance(strands, StrandSpec | str | bytes) or not hasattr(strands, "__iter__"):
+        raise InvalidInputError(
+            f"strands must be a sequence of StrandSpec, got {type(strands).__name__}"
+        )
+    specs = list(strands)
+    if not specs:
+        raise InvalidInputError("build_model needs at least one strand")
+    for index, spec in enumerate(specs):
+        if not isinstance(spec, StrandSpec):
+            raise InvalidInputError(
+                f"strands[{index}] must be a StrandSpec, got {type(spec).__name__}"
+            )
+        if not isinstance(spec.name, str):
+            raise InvalidStrandError(f"strand {index}: name must be a str, got {spec.name!r}")
+        if spec.parent is None:
+            if not is_whole(spec.base) or spec.base < 0:
+                raise InvalidStrandError(
+                    f"{_describe(index, spec)}: base must be a whole number >= 0, got {spec.base!r}"
+                )
+        elif (
+            isinstance(spec.parent, str | bytes)
+            or not hasattr(spec.parent, "__len__")
+            or len(spec.parent) != 2
+            or not all(is_whole(value) for value in spec.parent)
+        ):
+            raise InvalidStrandError(
+                f"{_describe(index, spec)}: parent must be (strand_index, link_index), two "
+                f"whole numbers, got {spec.parent!r}"
+            )
+    return specs
+
+
+def is_whole(value: Any) -> bool:
+    """Whether ``value`` is a whole number (a Python or NumPy integer, not a bool)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
 def _describe(index: int, spec: StrandSpec) -> str:
     return f"strand {index}" + (f" ({spec.name!r})" if spec.name else "")
 
@@ -330,13 +371,7 @@ def _strand_depths(specs: Sequence[StrandSpec], link_counts: list[int], n_bases:
                     f"({n_bases} base(s) given)"
                 )
             continue
-        try:
-            parent, link = (int(value) for value in spec.parent)
-        except (TypeError, ValueError) as error:
-            raise InvalidStrandError(
-                f"{_describe(index, spec)}: parent must be (strand_index, link_index), "
-                f"got {spec.parent!r}"
-            ) from error
+        parent, link = (int(value) for value in spec.parent)
         if not 0 <= parent < n or parent == index:
             raise InvalidStrandError(
                 f"{_describe(index, spec)}: parent strand {parent} does not exist "
@@ -367,7 +402,12 @@ def _strand_depths(specs: Sequence[StrandSpec], link_counts: list[int], n_bases:
 
 def _per_link(name: str, value: Any, n_links: int, columns: int | None = None) -> np.ndarray:
     """Broadcast a parameter to strand-order per-link values, checking it is finite."""
-    array = np.asarray(value, dtype=np.float64)
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"parameter {name!r} must be a number or an array of numbers, got {value!r}"
+        ) from None
     shape = (n_links,) if columns is None else (n_links, columns)
     if columns is not None and array.ndim == 1 and array.shape[0] == n_links:
         array = array[:, None]
@@ -533,24 +573,26 @@ def build_model(
         For parameters of the wrong shape or with non-finite values.
     """
     backend = get_backend(backend, dtype)
-    specs = list(strands)
-    if not specs:
-        raise InvalidInputError("build_model needs at least one strand")
-    parameters = parameters or StrandParameters()
+    specs = _validated_specs(strands)
+    if parameters is None:
+        parameters = StrandParameters()
+    elif not isinstance(parameters, StrandParameters):
+        raise InvalidInputError(
+            f"parameters must be a StrandParameters, got {type(parameters).__name__}"
+        )
 
     if base_rest_poses is None:
-        n_bases = 1 + max((int(s.base) for s in specs if s.parent is None), default=0)
+        # Without poses each base is the identity; a base is numbered by the strands it drives.
+        for index, spec in enumerate(specs):
+            if spec.parent is None and spec.base >= len(specs):
+                raise InvalidStrandError(
+                    f"{_describe(index, spec)}: base {spec.base} does not exist: without "
+                    f"base_rest_poses there is at most one base per strand (0 to {len(specs) - 1})"
+                )
+        n_bases = 1 + max((spec.base for spec in specs if spec.parent is None), default=0)
         base_rest_poses = np.broadcast_to(np.eye(4), (n_bases, 4, 4)).copy()
-    base_rest_poses = np.asarray(base_rest_poses, dtype=np.float64)
-    if base_rest_poses.ndim != 3 or base_rest_poses.shape[1:] != (4, 4):
-        raise InvalidInputError(
-            f"base_rest_poses must have shape (n_bases, 4, 4), got {base_rest_poses.shape}"
-        )
-    rotation_part = base_rest_poses[:, :3, :3]
-    if not np.isfinite(base_rest_poses).all() or not np.allclose(
-        rotation_part @ rotation_part.transpose(0, 2, 1), np.eye(3), atol=1e-6
-    ):
-        raise InvalidInputError("base_rest_poses must be finite rigid transforms (no scale/shear)")
+    base_rest_poses = finite_array("base_rest_poses", base_rest_poses, (None, 4, 4))
+    rigid_parts("base_rest_poses", base_rest_poses)
     n_bases = base_rest_poses.shape[0]
 
     points, point_offsets = _validated_points(specs)
@@ -633,9 +675,16 @@ def build_model(
     collision_weight = _per_link("collision_weight", parameters.collision_weight, n_links)
     if (collision_radius < 0).any() or (collision_weight < 0).any():
         raise InvalidInputError("collision_radius and collision_weight must not be negative")
-    mass = mass_per_length * lengths
-    perpendicular = mass * (lengths**2 / 12.0 + radius**2 / 4.0)
-    inertia = np.stack((perpendicular, 0.5 * mass * radius**2, perpendicular), axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mass = mass_per_length * lengths
+        perpendicular = mass * (lengths**2 / 12.0 + radius**2 / 4.0)
+        inertia = np.stack((perpendicular, 0.5 * mass * radius**2, perpendicular), axis=1)
+    if not (np.isfinite(mass).all() and np.isfinite(inertia).all()):
+        link = int(np.argmin(np.isfinite(mass) & np.isfinite(inertia).all(axis=1)))
+        raise InvalidInputError(
+            f"parameters 'mass_per_length' and 'radius' give link {link} (strand order) a mass "
+            "or inertia too large to represent: check their units (kg/m and m)"
+        )
 
     strand_parameters = {
         "bend_stiffness": _per_link("bend_stiffness", parameters.bend_stiffness, n_links, 2),

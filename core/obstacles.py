@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from .backend import Backend, get_backend
-from .base_motion import _finite_array, _rigid_parts
+from .base_motion import finite_array, rigid_parts
 from .errors import InvalidInputError
 from .triangles import SurfaceHits, query_surface, surface_topology
 
@@ -286,13 +286,13 @@ class ObstacleMotion:
             vertex count other than the mesh's.
         """
         n = obstacles.n_obstacles
-        poses = _finite_array("obstacle poses", poses, (n, 4, 4))
-        rotation, position = _rigid_parts("obstacle poses", poses)
+        poses = finite_array("obstacle poses", poses, (n, 4, 4))
+        rotation, position = rigid_parts("obstacle poses", poses)
         still = np.zeros((n, 3))
         omega = still if angular_velocity is None else angular_velocity
         velocity = still if linear_velocity is None else linear_velocity
-        omega = _finite_array("obstacle angular_velocity", omega, (n, 3))
-        velocity = _finite_array("obstacle linear_velocity", velocity, (n, 3))
+        omega = finite_array("obstacle angular_velocity", omega, (n, 3))
+        velocity = finite_array("obstacle linear_velocity", velocity, (n, 3))
         device = obstacles.backend.from_host
         vertices, velocities = _surface_motion(
             obstacles, mesh_vertices or {}, mesh_velocities or {}
@@ -396,7 +396,7 @@ def _surface_motion(
                     f"{label}: the mesh has {count} vertices, its motion gives an array of "
                     f"shape {values.shape}; a deforming mesh keeps its vertex count"
                 )
-            arrays[slot[index]] = device(_finite_array(label, values, (count, 3)).T)
+            arrays[slot[index]] = device(finite_array(label, values, (count, 3)).T)
         per_surface.append(tuple(arrays))
     return per_surface[0], per_surface[1]
 
@@ -481,8 +481,8 @@ def build_obstacles(
     sphere_radius = [_positive(f"{label(i)}: radius", shapes[i].radius) for i in groups["sphere"]]
     capsule_start, capsule_end, capsule_radius = [], [], []
     for i in groups["capsule"]:
-        capsule_start.append(_finite_array(f"{label(i)}: start", shapes[i].start, (3,)))
-        capsule_end.append(_finite_array(f"{label(i)}: end", shapes[i].end, (3,)))
+        capsule_start.append(finite_array(f"{label(i)}: start", shapes[i].start, (3,)))
+        capsule_end.append(finite_array(f"{label(i)}: end", shapes[i].end, (3,)))
         capsule_radius.append(_positive(f"{label(i)}: radius", shapes[i].radius))
     grids = [_mesh_grid(label(i), shapes[i], meshes[i]) for i in groups["mesh"]]
     device = backend.from_host
@@ -948,7 +948,7 @@ class _MeshArrays:
 def _mesh_arrays(label: str, mesh: TriangleMesh) -> _MeshArrays:
     """Validate a mesh's vertices, triangles, cell size and thickness. A deforming or open mesh
     is collided against its triangles; an open one needs a thickness."""
-    vertices = _finite_array(f"{label}: vertices", mesh.vertices, (None, 3))
+    vertices = finite_array(f"{label}: vertices", mesh.vertices, (None, 3))
     try:
         triangles = np.array(mesh.triangles, dtype=np.int64)
     except (TypeError, ValueError) as error:

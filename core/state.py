@@ -228,7 +228,10 @@ def _motion_fields(motion: BaseMotion) -> tuple:
 
 
 def _checked_vector(name: str, value: Any) -> np.ndarray:
-    vector = np.asarray(value, dtype=np.float64)
+    try:
+        vector = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}") from None
     if vector.shape != (3,) or not np.isfinite(vector).all():
         raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}")
     return vector

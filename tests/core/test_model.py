@@ -79,7 +79,7 @@ def test_bad_parameters_are_rejected():
         build_model(specs, StrandParameters(drag=np.nan))
     with pytest.raises(InvalidStrandError, match="mass_per_length must be positive, link 1"):
         build_model(specs, StrandParameters(mass_per_length=[1.0, 0.0, 1.0]))
-    with pytest.raises(InvalidInputError, match="rigid transforms"):
+    with pytest.raises(InvalidInputError, match=r"base_rest_poses\[0\] is not a rotation"):
         build_model(specs, base_rest_poses=np.diag([2.0, 1.0, 1.0, 1.0])[None])
     with pytest.raises(InvalidInputError, match="must not be negative"):
         build_model(specs, StrandParameters(collision_weight=[1.0, -1.0, 1.0]))
