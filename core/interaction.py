@@ -238,7 +238,8 @@ def centres(model: Model, data: Data, state: State, control: Control | None) -> 
 class Grid:
     """Points (3, P) of ``mass`` (P,) splatted trilinearly onto a grid of ``cell`` (m) on its
     lattice over their bounds: the nodes' mass, and the fields gathered back at the points with
-    the same weights, each computed when asked for.
+    the same weights, each computed when asked for; the density, and the targets it is
+    compared with, from the nodes' sums smoothed (:meth:`smoothed`, module docstring).
 
     One host transfer reads the grid's size; each splat is one bincount, each gather one take of
     the eight corners of every point's cell.
