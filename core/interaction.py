@@ -209,7 +209,7 @@ class Interaction:
         weighted_mass = model.mass * self.weight
         hair_velocity = push = xp.zeros_like(velocities)
         if settings.friction > 0.0:
-            hair_velocity = grid.velocity(velocities, model.mass)
+            hair_velocity = grid.velocity(velocities)
         ratio = grid.density_ratio(model.mass * self.target)
         if settings.volume > 0.0:
             # Down the excess, g = -ℓ ∇E (its fall across a cell), at 24 c min(|g|, 1).
@@ -285,6 +285,7 @@ class Grid:
                 for dx, dy, dz in corners
             ]
         )
+        self.mass = mass
         self.node_mass = self.splat(mass)
         self.occupied = self.node_mass > 0.0
         self.safe_mass = xp.where(self.occupied, self.node_mass, 1.0)
@@ -323,7 +324,7 @@ class Grid:
         """The grid's density at the points (P,), kg/m³."""
         return self.gather(self.node_density())
 
-    def velocity(self, velocities: Any, mass: Any) -> Any:
+    def velocity(self, velocities: Any) -> Any:
         """The grid's velocity (3, P) at the points, the mass-weighted mean of the points'
         ``velocities`` (3, P) around them (the particle-in-cell transfer)."""
         xp = self.xp
@@ -331,7 +332,9 @@ class Grid:
             [
                 self.gather(
                     xp.where(
-                        self.occupied, self.splat(mass * velocities[axis]) / self.safe_mass, 0.0
+                        self.occupied,
+                        self.splat(self.mass * velocities[axis]) / self.safe_mass,
+                        0.0,
                     )
                 )
                 for axis in range(3)

@@ -35,7 +35,7 @@ def test_the_grid_transfer_conserves_momentum_and_never_adds_kinetic_energy(back
     velocity conserves the points' total momentum to rounding, and lowers their kinetic energy
     for every friction in (0, 1] (the grid velocity is a mass-weighted average)."""
     positions, velocities, mass = _cloud(backend)
-    grid_velocity = Grid(backend, positions, mass, 0.02).velocity(velocities, mass)
+    grid_velocity = Grid(backend, positions, mass, 0.02).velocity(velocities)
     xp, to_host = backend.xp, backend.to_host
     momentum = to_host(xp.sum(mass * velocities, axis=1))
     energy = float(to_host(0.5 * xp.sum(mass * xp.sum(velocities**2, axis=0))))
