@@ -61,8 +61,11 @@ class Block:
     data: mujoco.MjData
 
 
-def chain_model_xml(workload: Workload, strands: int) -> str:
-    """MJCF of ``strands`` chains under the mocap head, all roots at the head's origin.
+def chain_model_xml(
+    workload: Workload, strands: int, timestep: float = 1.0 / (FRAME_RATE * SUBSTEPS_PER_FRAME)
+) -> str:
+    """MJCF of ``strands`` chains under the mocap head, all roots at the head's origin, stepped
+    at ``timestep`` (s).
 
     The roots are placed per block afterwards (:func:`place_roots`), so one compiled model
     serves every block of the same size.
@@ -74,7 +77,7 @@ def chain_model_xml(workload: Workload, strands: int) -> str:
     chain = (
         "".join(
             f'<body pos="0 0 {segment if link else 0.0!r}">'
-            f'<joint stiffness="{stiffness[link]!r}" damping="{damping[link]!r}"/>'
+            f'<joint stiffness="{float(stiffness[link])!r}" damping="{float(damping[link])!r}"/>'
             f'<geom fromto="0 0 0 0 0 {segment!r}"/>'
             for link in range(workload.links)
         )
@@ -85,7 +88,7 @@ def chain_model_xml(workload: Workload, strands: int) -> str:
     arena = max(MIN_ARENA_BYTES, ARENA_BYTES_PER_DOF * degrees_of_freedom)
     return f"""<mujoco>
   <size memory="{arena}"/>
-  <option timestep="{1.0 / (FRAME_RATE * SUBSTEPS_PER_FRAME)!r}" integrator="implicitfast">
+  <option timestep="{timestep!r}" integrator="implicitfast">
     <flag contact="disable"/>
   </option>
   <default>

@@ -617,7 +617,7 @@ class ConstraintSolver:
             back = _log(_relative(targets[0], targets[1])) / h
             ahead = _log(_relative(targets[1], targets[2])) / h
             q, w = state.q[:, links], state.w[:, links]
-            error = _log_device(
+            error = spatial.quat_log(
                 xp, spatial.quat_multiply(xp, spatial.quat_conjugate(xp, q), device(targets[1].T))
             )
             kp, kd = self.settings.path_stiffness, self.settings.path_damping
@@ -900,6 +900,17 @@ class ConstraintSolver:
         )
 
         force = xp.zeros((n_trees, m), dtype=dtype)
+        # The rows' trees take a first-order step (the operator and the rows' targets are
+        # backward Euler's); the others keep their free step as it was.
+        rowed = xp.zeros(n_trees, dtype=bool)
+        rowed[rows.tree] = True
+        rowed_links = rowed[model.link_tree]
+        integrators.first_order_step(out, rowed)
+        backward_euler = integrators.Scheme.backward_euler(state.w, h)
+
+        def rotations() -> Any:
+            return xp.where(rowed_links, backward_euler.rotations(xp, state.q, out.w), out.q)
+
         for correction in range(passes):
             if correction:
                 dynamics.link_velocities(model, data, out.q, out.w, control)
@@ -926,9 +937,9 @@ class ConstraintSolver:
             change = self._joint_load(data, link, arm, applied, joint, new_force - force, loaded)
             force = new_force
             out.w += h * dynamics.solve(model, data, change)
-            out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
+            out.q[...] = rotations()
             if correction + 1 < passes:
-                r = integrators.residual(model, data, state, out.q, out.w, control, h)
+                r = integrators.residual(model, data, backward_euler, out.q, out.w, control)
                 # The contacts' forces of the correction are loads here, held at their values,
                 # and their blocks stay in the matrix.
                 contacts = self.last_contacts
@@ -952,7 +963,7 @@ class ConstraintSolver:
                 if repeated is not None:
                     update = xp.where(repeated[model.link_tree], update, 0.0)
                 out.w += update
-                out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
+                out.q[...] = rotations()
         return m
 
     def _joint_load(
@@ -1271,13 +1282,4 @@ def _relative(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _log(q: np.ndarray) -> np.ndarray:
     """Rotation vectors (R, 3) of host unit quaternions (R, 4)."""
-    return _log_device(np, q.T).T
-
-
-def _log_device(xp: Any, q: Any) -> Any:
-    """Rotation vectors (3, R) of unit quaternions (4, R), the shorter way round."""
-    q = q * xp.where(q[0] < 0.0, -1.0, 1.0)
-    sine = xp.sqrt(dot(q[1:], q[1:]))
-    angle = 2.0 * xp.arctan2(sine, q[0])
-    small = sine < 1e-12
-    return q[1:] * xp.where(small, 2.0, angle / xp.where(small, 1.0, sine))
+    return spatial.quat_log(np, q.T).T

@@ -429,7 +429,18 @@ class ObstacleContacts:
         push_out = xp.minimum((-settings.penetration_recovery / h) * d, settings.recovery_speed)
         target = xp.where(d >= 0.0, -d / h, push_out)
         impact = arrival < -settings.impact_speed
-        target = xp.where(impact, xp.maximum(target, -found.restitution * arrival), target)
+        # A point that bounces (ν > 0) leaves its obstacle at the impact, and the step's other
+        # forces act on it in flight: the impulse takes (1 + ν) times the arrival speed off the
+        # free step's end velocity (asking for ν times the arrival speed at the step's end threw
+        # a bouncing rod higher by h ν v), and it never ends approaching. Without restitution it
+        # stays on the surface, held there: its normal velocity ends at zero (taking the free
+        # change there too left a point struck by a swinging arm 1 mm inside it).
+        fraction = self._query_fraction[point]
+        _, end_velocity = point_motion(model, data, link, fraction)
+        free_change = dot(n, end_velocity - self._start_velocity[:, point])
+        bouncing = xp.maximum(free_change - found.restitution * arrival, 0.0)
+        rebound = xp.where(found.restitution > 0.0, bouncing, 0.0)
+        target = xp.where(impact, xp.maximum(target, rebound), target)
         before = self._start_velocity[:, point] - found.obstacle_velocity
         slide = before - dot(before, n) * n
         friction = xp.where(
@@ -437,7 +448,6 @@ class ObstacleContacts:
             found.static_friction,
             found.dynamic_friction,
         )
-        fraction = self._query_fraction[point]
         arm = point_position(model, data, link, fraction)
         weakness, lateral = _weakness(model, data, link, arm, n, settings.weak_row_ratio)
         # A weak contact's compliance makes up what its mobility lacks against the mobility
@@ -502,8 +512,9 @@ class ObstacleContacts:
             control.base_rotation,
             control.base_position,
         )
-        # Only the points of trees the correction moved have new paths.
-        moved = dynamics.tree_max(model, xp.max(xp.abs(iterate.delta), axis=0)) > 0.0
+        # Only the points of trees with contacts have new paths: the correction moves only them,
+        # and they end where backward Euler's map takes them (below).
+        moved = _trees_with(model, xp.ones(len(found), dtype=bool), found.tree)
         moved_points = xp.nonzero(moved[model.link_tree[self._query_link]])[0]
         swept = self.find(data, control, h, self._corrected, moved_points)
         new = ~xp.isin(swept.key, found.key)
@@ -528,7 +539,13 @@ class ObstacleContacts:
                 iterate,
             )
         out.w[...] = w_free + iterate.delta
-        out.q[...] = integrators.integrate_rotation(xp, state.q, out.w, h)
+        # The trees with contacts take a first-order step (the contacts' law and operator are
+        # backward Euler's); the others keep their free step as it was.
+        contacted = _trees_with(model, xp.ones(len(found), dtype=bool), found.tree)
+        out.q[...] = xp.where(
+            contacted[model.link_tree], integrators.integrate_rotation(xp, state.q, out.w, h), out.q
+        )
+        integrators.first_order_step(out, contacted)
         response = iterate.response
         self.memory = ContactMemory.of(xp, found, response)
         data.plain_trees[...] = True

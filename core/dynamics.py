@@ -758,7 +758,7 @@ def factorize(
     *,
     velocity_step: float | Any = 0.0,
     control: Control | None = None,
-    tension_step: float = 0.0,
+    tension_step: float | Any = 0.0,
 ) -> None:
     """Articulated-body factorisation of ``M(q) + A + Σ Jᵀ B J`` at the last kinematics.
 
@@ -769,15 +769,17 @@ def factorize(
     velocity-dependent forces (see :func:`_link_inertia`; needs ``control`` for drag) as such a
     part; it may be given per link (N,), zero where the derivative is left out.
     ``tension_step = h > 0`` adds ``h²`` times the geometric stiffness of the links' tension
-    in ``data.tension`` (:func:`tension_stiffness`). All enter the articulated-body recursion
-    exactly. ``IA`` may then be unsymmetric, so
-    the left and right projections ``W = IAᵀ S`` and ``U = IA S`` are kept apart. Fills
+    in ``data.tension`` (:func:`tension_stiffness`); it too may be given per link. All enter the
+    articulated-body recursion exactly. ``IA`` may then be unsymmetric, so the left and right
+    projections ``W = IAᵀ S`` and ``U = IA S`` are kept apart. Fills
     ``data.S``, ``UDinv``, ``DinvWt`` and ``Dinv``; ``data.IA`` is consumed.
     """
     xp = model.xp
     motion_subspaces(model, data)
     IA_links = data.IA
-    tension = (tension_step * tension_step) * data.tension if tension_step else None
+    tension = None
+    if not isinstance(tension_step, float) or tension_step:
+        tension = (tension_step * tension_step) * data.tension
     _link_inertia(model, data, control, velocity_step, IA_links, tension)
     if link_block is not None:
         IA_links += link_block
@@ -838,7 +840,7 @@ def factorize_trees(
     *,
     velocity_step: float | Any = 0.0,
     control: Control | None = None,
-    tension_step: float = 0.0,
+    tension_step: float | Any = 0.0,
 ) -> None:
     """:func:`factorize` again for some trees only (``trees``, (T,) bool on the device), at the
     last kinematics in ``data``, the other trees' factors left as they are: on a model of just
@@ -848,7 +850,7 @@ def factorize_trees(
     factors.
 
     ``joint_block`` (3, 3, N), ``link_block`` (6, 6, N) or None and a per-link ``velocity_step``
-    are the whole model's; the other arguments are :func:`factorize`'s."""
+    or ``tension_step`` are the whole model's; the other arguments are :func:`factorize`'s."""
     backend = model.backend
     chosen_trees = np.nonzero(backend.to_host(trees))[0]
     if not len(chosen_trees):
@@ -867,8 +869,9 @@ def factorize_trees(
     part_data = Data.for_model(part)
     for name in ("oR", "r", "c", "v", "tension"):
         setattr(part_data, name, getattr(data, name)[..., chosen])
-    if not isinstance(velocity_step, float):
-        options["velocity_step"] = velocity_step[chosen]
+    for name in ("velocity_step", "tension_step"):
+        if not isinstance(options[name], float):
+            options[name] = options[name][chosen]
     if control is not None:
         options["control"] = control.at_links(chosen)
     factorize(

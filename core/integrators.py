@@ -1,4 +1,4 @@
-"""Time stepping: fully implicit backward Euler (default) and explicit semi-implicit Euler.
+"""Time stepping: fully implicit BDF2 (default) or backward Euler, and explicit semi-implicit Euler.
 
 Implicit step
 -------------
@@ -6,6 +6,9 @@ Backward Euler on the unknown joint velocities ``w⁺`` with ``q⁺ = q ⊗ exp(
 
     R(w⁺) = M(q⁺)(w⁺ − w)/h + c(q⁺, w⁺) − τ_spring(q⁺) − τ_damp(w⁺) − τ_ext = 0.
 
+BDF2 is the same equation with ``γ = 2h/3`` for ``h``, ``(4w − w⁻)/3`` for ``w`` and
+``q⁺ = q ⊗ exp(γ w⁺ − log(q⁻¹ q⁻)/3)``, ``q⁻, w⁻`` the last step's start (:class:`Scheme`;
+``docs/physics.md``, *Second order*); below, ``h`` stands for ``γ``.
 ``R`` is evaluated exactly by recursive Newton–Euler (:func:`.dynamics.inverse_dynamics`). Newton
 updates solve ``(M + h D + h² K) Δ = −h R`` in linear time with the articulated-body recursion,
 ``D`` and ``K`` being the joint-local damping and spring tangent stiffness. The link-local
@@ -34,9 +37,10 @@ from .dynamics import Data
 from .errors import InvalidInputError, SimulationDivergedError
 from .model import Model, is_whole, select_trees
 from .spatial import dot
-from .state import Control, State
+from .state import Control, PreviousStep, State
 
 METHODS = ("implicit", "explicit")
+ORDERS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -45,8 +49,15 @@ class SolverSettings:
 
     Attributes
     ----------
-    method : ``"implicit"`` (backward Euler, stable for stiff strands) or ``"explicit"``
+    method : ``"implicit"`` (stable for stiff strands; see ``order``) or ``"explicit"``
         (articulated-body forward dynamics with semi-implicit Euler; cheap, for soft setups).
+    order : 1 or 2
+        The implicit method's order: 2 is BDF2, which keeps the slow swinging of hair alive and
+        the motion nearly the same at any step size; a tree takes a first-order step where it
+        has no usable history (the first step, after a reset, a halved step or constraint
+        forces: :class:`Scheme`) and goes on in second order. 1 is backward Euler throughout,
+        which damps the slow modes (a strand swinging near its first mode loses much of its
+        swing at 4 substeps a frame).
     substeps : int
         Steps per :meth:`Simulation.advance` call (per frame in Blender).
     newton_tolerance : float, rad/s
@@ -83,6 +94,7 @@ class SolverSettings:
     """
 
     method: str = "implicit"
+    order: int = 2
     substeps: int = 4
     newton_tolerance: float = 3e-3
     newton_max_iterations: int = 16
@@ -94,6 +106,8 @@ class SolverSettings:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise InvalidInputError(f"method must be one of {METHODS}, got {self.method!r}")
+        if not is_whole(self.order) or self.order not in ORDERS:
+            raise InvalidInputError(f"order must be one of {ORDERS}, got {self.order!r}")
         for name, least in (
             ("substeps", 1),
             ("newton_max_iterations", 1),
@@ -163,6 +177,9 @@ class StepStats:
     fallbacks : tuple of Fallback
         The trees that fell back, step by step, in time order (over a whole
         :meth:`.Simulation.advance`).
+    second_order_trees : int
+        How many trees took the last step in second order (BDF2, :class:`Scheme`); the others
+        took a first-order step.
     """
 
     iterations: int
@@ -170,18 +187,92 @@ class StepStats:
     largest_update: float = 0.0
     subdivisions: int = 0
     fallbacks: tuple[Fallback, ...] = ()
+    second_order_trees: int = 0
 
 
-def integrate_rotation(xp: Any, q: Any, w: Any, h: float) -> Any:
-    """``q ⊗ exp(h w)``, renormalised."""
+def integrate_rotation(xp: Any, q: Any, w: Any, h: float | Any) -> Any:
+    """``q ⊗ exp(h w)``, renormalised (``h`` a float or per link, (N,))."""
     return spatial.quat_normalize(xp, spatial.quat_multiply(xp, q, spatial.quat_exp(xp, h * w)))
 
 
+@dataclass(frozen=True, eq=False)
+class Scheme:
+    """How an implicit step's new joint velocities ``w⁺`` give its rotations and accelerations:
+    ``q⁺ = q ⊗ exp(γ w⁺ + offset)`` and ``ẇ⁺ = (w⁺ − start)/γ``.
+
+    Backward Euler: ``γ = h``, ``start = w``, no offset. BDF2, in the chart of the step's start
+    ``q`` (``ξ = log(q⁻¹ ·)``, so ``ξ(q) = 0`` and ``ξ⁻ = log(q⁻¹ q⁻)`` of the last step's start
+    ``q⁻``): ``ξ⁺ − (4/3)·0 + (1/3) ξ⁻ = (2/3) h w⁺`` and ``w⁺ − (4/3) w + (1/3) w⁻ = (2/3) h ẇ⁺``,
+    that is ``γ = 2h/3``, ``start = (4w − w⁻)/3``, ``offset = −ξ⁻/3`` (``docs/physics.md``,
+    *Second order*). Both make the Newton matrix ``M + γ D + γ² K``, so the step is the same
+    code with ``γ`` for ``h``.
+
+    Attributes
+    ----------
+    gamma : float, or (N,) per link where some trees take BDF2 and others backward Euler
+    start : (3, N)
+    offset : (3, N) or None (no tree of second order)
+    second_order : (T,) bool or None (no tree), the trees that take BDF2
+    """
+
+    gamma: float | Any
+    start: Any
+    offset: Any = None
+    second_order: Any = None
+
+    @classmethod
+    def backward_euler(cls, w: Any, h: float) -> Scheme:
+        return cls(h, w)
+
+    @classmethod
+    def for_step(
+        cls, model: Model, state: State, h: float, settings: SolverSettings, first_order: Any
+    ) -> Scheme:
+        """The scheme of a step of ``h`` from ``state``: BDF2 for the trees whose last step
+        (``state.previous``) was of the same size and left a usable history, but for those
+        ``first_order`` ((T,) bool) names; backward Euler for the others."""
+        previous = state.previous
+        if settings.order == 1 or previous is None:
+            return cls.backward_euler(state.w, h)
+        xp = model.xp
+        trees = previous.usable & ~first_order & (xp.abs(previous.h - h) <= 1e-9 * h)
+        if not bool(model.backend.to_host(xp.any(trees))):
+            return cls.backward_euler(state.w, h)
+        links = trees[model.link_tree]
+        back = spatial.quat_log(
+            xp, spatial.quat_multiply(xp, spatial.quat_conjugate(xp, state.q), previous.q)
+        )
+        return cls(
+            xp.where(links, (2.0 / 3.0) * h, h).astype(state.w.dtype),
+            xp.where(links, (4.0 * state.w - previous.w) * (1.0 / 3.0), state.w),
+            xp.where(links, back * (-1.0 / 3.0), 0.0).astype(state.w.dtype),
+            trees,
+        )
+
+    def rotations(self, xp: Any, q: Any, w: Any) -> Any:
+        """``q ⊗ exp(γ w + offset)``, renormalised."""
+        if self.offset is None:
+            return integrate_rotation(xp, q, w, self.gamma)
+        turn = self.gamma * w + self.offset
+        return spatial.quat_normalize(xp, spatial.quat_multiply(xp, q, spatial.quat_exp(xp, turn)))
+
+    def acceleration(self, w: Any) -> Any:
+        """``(w − start)/γ``."""
+        return (w - self.start) * (1.0 / self.gamma)
+
+    def at_links(self, links: Any) -> Scheme:
+        """The scheme of a model of some of the trees: its level-major ``links`` (device;
+        ``second_order`` is left out: those who take the part's scheme do not read it)."""
+        gamma = self.gamma if isinstance(self.gamma, float) else self.gamma[links]
+        offset = None if self.offset is None else self.offset[:, links]
+        return Scheme(gamma, self.start[:, links], offset)
+
+
 def residual(
-    model: Model, data: Data, state: State, q_new: Any, w_new: Any, control: Control, h: float
+    model: Model, data: Data, scheme: Scheme, q_new: Any, w_new: Any, control: Control
 ) -> Any:
-    """Backward-Euler residual ``R(w⁺)`` (3, N), N·m, at ``q_new = q ⊗ exp(h w_new)``."""
-    wdot = (w_new - state.w) * (1.0 / h)
+    """Implicit residual ``R(w⁺)`` (3, N), N·m, at ``q_new = scheme.rotations(q, w_new)``."""
+    wdot = scheme.acceleration(w_new)
     tau = dynamics.inverse_dynamics(model, data, q_new, w_new, wdot, control)
     return tau - dynamics.joint_torques(model, control, q_new, w_new)
 
@@ -203,6 +294,37 @@ def _finish(
     out.time = state.time + h
 
 
+def _remember_start(model: Model, state: State, h: float, second_order: Any, out: State) -> None:
+    """Record the start of the step from ``state`` to ``out`` in ``out.previous`` (every tree's
+    history usable until the constraint pass or a fallback says otherwise; ``second_order``
+    (T,) bool or None: the trees that took it in second order), into the arrays
+    ``out.previous`` already holds where it can: ``out`` is the spare of two steps ago."""
+    xp, previous = model.xp, out.previous
+    if previous is None or previous.q.shape != state.q.shape:
+        previous = out.previous = PreviousStep(
+            state.q.copy(),
+            state.w.copy(),
+            xp.empty(model.n_trees, dtype=state.w.dtype),
+            xp.empty(model.n_trees, dtype=bool),
+            xp.empty(model.n_trees, dtype=bool),
+        )
+    else:
+        previous.q[...] = state.q
+        previous.w[...] = state.w
+    previous.h[...] = h
+    previous.usable[...] = True
+    previous.second_order[...] = False if second_order is None else second_order
+
+
+def first_order_step(state: State, trees: Any) -> None:
+    """Record that ``trees`` ((T,) bool device array) reached ``state`` by a first-order step
+    whose history a second-order step cannot go on from (constraint forces changed its
+    velocities, or it fell back): their next step is of first order."""
+    if state.previous is not None:
+        state.previous.usable &= ~trees
+        state.previous.second_order &= ~trees
+
+
 def _raise_diverged(model: Model, *values: Any) -> None:
     """Raise :class:`.SimulationDivergedError` naming the first link with a non-finite entry in
     any of ``values`` (k, N)."""
@@ -222,7 +344,9 @@ def fall_back(
     rotations the start's, their last velocity changes forgotten (the next step starts from
     rest, not from the failed change). Returns their :class:`Fallback` records."""
     xp = model.xp
-    links = tree_mask(model, reasons)[model.link_tree]
+    trees = tree_mask(model, reasons)
+    links = trees[model.link_tree]
+    first_order_step(out, trees)
     out.w[...] = xp.where(links, 0.0, out.w)
     out.q[...] = xp.where(links, state.q, out.q)
     data.dw[...] = xp.where(links, 0.0, data.dw)
@@ -293,7 +417,9 @@ def step_implicit(
     report_residual: bool = True,
     finish_exactly: bool = False,
 ) -> StepStats:
-    """Advance ``state`` by ``h`` with backward Euler into ``out``; returns the Newton statistics.
+    """Advance ``state`` by ``h`` with BDF2 or backward Euler (``settings.order``, tree by tree:
+    :class:`Scheme`) into ``out``, recording the step's start in ``out.previous``; returns the
+    Newton statistics.
 
     The first guess is :func:`first_guess`. The residual of the returned state costs a whole
     evaluation that the iteration itself does not need, so ``report_residual=False`` skips it
@@ -327,13 +453,17 @@ def step_implicit(
     """
     xp, to_host = model.xp, model.backend.to_host
     h = _check_step(h)
+    # Trees that took constraint forces in the last step take a first-order step: the
+    # constraint pass reuses their factorisation, which is backward Euler's (constraints module,
+    # step 4).
+    scheme = Scheme.for_step(model, state, h, settings, data.constrained)
+    gamma = scheme.gamma
     w_new = first_guess(data, state.w)
-    q_new = integrate_rotation(xp, state.q, w_new, h)
-    r = residual(model, data, state, q_new, w_new, control, h)
-    # Trees that took constraint forces in the last step leave the velocity derivative out, so
-    # that the constraint pass can reuse their factorisation (constraints module, step 4).
-    velocity_step = xp.where(data.constrained[model.link_tree], 0.0, h)
-    _factorize_newton(model, data, control, q_new, h, velocity_step)
+    q_new = scheme.rotations(xp, state.q, w_new)
+    r = residual(model, data, scheme, q_new, w_new, control)
+    # Those trees also leave the velocity derivative out, as the constraint pass needs it.
+    velocity_step = xp.where(data.constrained[model.link_tree], 0.0, gamma)
+    _factorize_newton(model, data, control, q_new, gamma, velocity_step)
     data.plain_trees[...] = data.constrained
     past_w: list[Any] = []
     past_g: list[Any] = []
@@ -341,7 +471,7 @@ def step_implicit(
     cap = int(settings.newton_max_iterations)
     while True:
         newton.iterations += 1
-        g = dynamics.solve(model, data, -h * r).copy()
+        g = dynamics.solve(model, data, -gamma * r).copy()
         change = dynamics.tree_max(model, xp.max(xp.abs(g), axis=0))
         if past_g:
             step = g - _anderson_correction(model, newton.w, g, past_w, past_g)
@@ -363,13 +493,15 @@ def step_implicit(
         newton.finite = bool(np.isfinite(newton.largest) and np.isfinite(largest_step))
         if not newton.finite or finished or newton.iterations >= min(cap, REFACTORIZE_AFTER):
             break
-        q_new = integrate_rotation(xp, state.q, newton.w, h)
-        r = residual(model, data, state, q_new, newton.w, control, h)
+        q_new = scheme.rotations(xp, state.q, newton.w)
+        r = residual(model, data, scheme, q_new, newton.w, control)
     if not newton.finite and not finish_exactly:
         _restart_runaway_trees(model, state, newton)
         finished = bool(to_host(xp.all(newton.converged)))
     if newton.finite and not finished and newton.iterations < cap:
-        _refactorized_iterations(model, data, state, control, h, settings, velocity_step, newton)
+        _refactorized_iterations(
+            model, data, state, control, scheme, settings, velocity_step, newton
+        )
     if not newton.finite and not finish_exactly:
         _restart_runaway_trees(model, state, newton)
     # At the deepest halving the trees that ran away start again from the step's start (below).
@@ -384,9 +516,11 @@ def step_implicit(
         stalled = np.nonzero(to_host(unfinished))[0]
         exact = None
         if newton.finite:
-            exact = _newton_exact(model, state, control, w_new, h, settings, stalled)
+            exact = _newton_exact(model, state, control, w_new, scheme, settings, stalled)
         if exact is None:
-            exact = _newton_exact(model, state, control, state.w, h, settings, stalled, damped=True)
+            exact = _newton_exact(
+                model, state, control, state.w, scheme, settings, stalled, damped=True
+            )
         if exact is not None:
             links, w_exact, exact_change, exact_iterations = exact
             w_new[:, model.backend.from_host(links)] = w_exact
@@ -396,7 +530,7 @@ def step_implicit(
     # Trees that still fail fall back (fall_back, once the step is done); the rest keep it.
     reasons: dict[int, str] = {}
     if finish_exactly and not settings.strict:
-        q_new = integrate_rotation(xp, state.q, w_new, h)
+        q_new = scheme.rotations(xp, state.q, w_new)
         reasons = _failing_trees(model, w_new, q_new, change, settings.subdivision_threshold)
         if reasons:
             failing = tree_mask(model, reasons)
@@ -407,16 +541,17 @@ def step_implicit(
         not np.isfinite(largest) or not bool(to_host(xp.all(xp.isfinite(w_new))))
     ):
         _raise_diverged(model, w_new)
-    q_new = integrate_rotation(xp, state.q, w_new, h)
+    q_new = scheme.rotations(xp, state.q, w_new)
     residual_norm = float("nan")
     if report_residual:
-        r = residual(model, data, state, q_new, w_new, control, h)
+        r = residual(model, data, scheme, q_new, w_new, control)
         residual_norm = float(to_host(xp.max(xp.abs(r))))
     data.dw_previous[...] = data.dw
     data.dw[...] = w_new - state.w
     data.dw_count = min(data.dw_count + 1, 2)
     data.tree_update[...] = change
     _finish(model, state, control, q_new, w_new, h, out)
+    _remember_start(model, state, h, scheme.second_order, out)
     fallbacks = fall_back(model, data, state, reasons, out) if reasons else ()
     return StepStats(iterations, residual_norm, float(largest), fallbacks=fallbacks)
 
@@ -444,14 +579,14 @@ def _factorize_newton(
     data: Data,
     control: Control,
     q: Any,
-    h: float,
+    h: float | Any,
     velocity_step: Any,
     iterating: Any = None,
 ) -> None:
-    """Factorise the step's Newton matrix at rotations ``q``, at the kinematics and forces of the
-    residual evaluated there, for the trees ``iterating`` ((T,) bool; all by default), the
-    others' factors and tension kept: each tree's links take the tension those forces give
-    (``data.tension``, :func:`.dynamics.tension_stiffness`)."""
+    """Factorise the step's Newton matrix (``h`` the scheme's ``γ``) at rotations ``q``, at the
+    kinematics and forces of the residual evaluated there, for the trees ``iterating`` ((T,)
+    bool; all by default), the others' factors and tension kept: each tree's links take the
+    tension those forces give (``data.tension``, :func:`.dynamics.tension_stiffness`)."""
     tension = dynamics.tension_stiffness(model, data)
     options = {"velocity_step": velocity_step, "control": control, "tension_step": h}
     if iterating is None:
@@ -483,7 +618,7 @@ def _refactorized_iterations(
     data: Data,
     state: State,
     control: Control,
-    h: float,
+    scheme: Scheme,
     settings: SolverSettings,
     velocity_step: Any,
     newton: _Newton,
@@ -515,23 +650,31 @@ def _refactorized_iterations(
                 state.time,
             )
             part_control = control.at_links(chosen)
+            part_scheme = scheme.at_links(chosen)
             part_velocity_step = velocity_step[chosen]
             w, converged = newton.w[:, chosen], xp.zeros(part.n_trees, dtype=bool)
             change = newton.change[backend.from_host(trees)]
         else:
             part, part_data, part_state, part_control = model, data, state, control
+            part_scheme = scheme
             part_velocity_step, chosen = velocity_step, None
             w, converged, change = newton.w, newton.converged, newton.change
         while newton.iterations < cap:
             newton.iterations += 1
-            q = integrate_rotation(xp, part_state.q, w, h)
-            r = residual(part, part_data, part_state, q, w, part_control, h)
+            q = part_scheme.rotations(xp, part_state.q, w)
+            r = residual(part, part_data, part_scheme, q, w, part_control)
             # The converged trees keep their factors. At least half the trees iterate here, so
             # the others' factors are restored rather than a model of these built.
             _factorize_newton(
-                part, part_data, part_control, q, h, part_velocity_step, iterating=~converged
+                part,
+                part_data,
+                part_control,
+                q,
+                part_scheme.gamma,
+                part_velocity_step,
+                iterating=~converged,
             )
-            g = dynamics.solve(part, part_data, -h * r)
+            g = dynamics.solve(part, part_data, -part_scheme.gamma * r)
             update = dynamics.tree_max(part, xp.max(xp.abs(g), axis=0))
             change = xp.where(converged, change, update)
             w = w + xp.where(converged[part.link_tree], 0.0, g)
@@ -573,7 +716,7 @@ def _newton_exact(
     state: State,
     control: Control,
     w_start: Any,
-    h: float,
+    scheme: Scheme,
     settings: SolverSettings,
     trees: np.ndarray,
     damped: bool = False,
@@ -620,15 +763,15 @@ def _newton_exact(
     padded_tree, padded_row = np.nonzero(np.arange(size)[None, :] >= 3 * counts[:, None])
     chosen = backend.from_host(links)
     q = state.q[:, chosen]
-    part_state = State(q, state.w[:, chosen], state.base_rotation, state.base_position, state.time)
     part_control = control.at_links(chosen)
+    part_scheme = scheme.at_links(chosen)
     part_data = Data.for_model(part)
 
     def evaluate(w: np.ndarray) -> np.ndarray:
         w_device = backend.from_host(w)
-        q_new = integrate_rotation(xp, q, w_device, h)
+        q_new = part_scheme.rotations(xp, q, w_device)
         return backend.to_host(
-            residual(part, part_data, part_state, q_new, w_device, part_control, h)
+            residual(part, part_data, part_scheme, q_new, w_device, part_control)
         )
 
     def squared(r: np.ndarray) -> np.ndarray:
@@ -770,6 +913,7 @@ def step_explicit(
     if len(failing) and not fall_back_failing:
         _raise_diverged(model, w_new, q_new)
     _finish(model, state, control, q_new, w_new, h, out)
+    out.previous = None
     reasons = dict.fromkeys(failing.tolist(), NON_FINITE)
     fallbacks = fall_back(model, data, state, reasons, out) if reasons else ()
     return StepStats(0, 0.0, fallbacks=fallbacks)
@@ -807,23 +951,26 @@ def step_dense_reference(
     tolerance: float = 1e-11,
     max_iterations: int = 30,
     difference_step: float = 1e-7,
+    scheme: Scheme | None = None,
 ) -> State:
-    """Backward Euler with a dense finite-difference Jacobian of the full residual (tests only).
+    """The implicit step (backward Euler, or ``scheme``) with a dense finite-difference Jacobian
+    of the full residual (tests only).
 
     Cost is cubic in the number of joints; this is the slow, obviously-correct reference the
     articulated-body step is checked against.
     """
     backend, xp = model.backend, model.xp
     h = _check_step(h)
+    scheme = Scheme.backward_euler(state.w, h) if scheme is None else scheme
     n = 3 * model.n_links
     w_new = backend.to_host(state.w).reshape(n)
 
     def evaluate(w_flat: np.ndarray) -> np.ndarray:
         w_device = backend.from_host(w_flat.reshape(3, -1))
-        q_device = integrate_rotation(xp, state.q, w_device, h)
-        return backend.to_host(
-            residual(model, data, state, q_device, w_device, control, h)
-        ).reshape(n)
+        q_device = scheme.rotations(xp, state.q, w_device)
+        return backend.to_host(residual(model, data, scheme, q_device, w_device, control)).reshape(
+            n
+        )
 
     for _ in range(max_iterations):
         r = evaluate(w_new)
@@ -838,5 +985,5 @@ def step_dense_reference(
             break
     out = state.copy()
     w_device = backend.from_host(w_new.reshape(3, -1))
-    _finish(model, state, control, integrate_rotation(xp, state.q, w_device, h), w_device, h, out)
+    _finish(model, state, control, scheme.rotations(xp, state.q, w_device), w_device, h, out)
     return out

@@ -153,6 +153,17 @@ def quat_exp(xp: Any, rotation_vector: Array) -> Array:
     return xp.concatenate((xp.cos(0.5 * angle)[None], half_sinc * rotation_vector))
 
 
+def quat_log(xp: Any, q: Array) -> Array:
+    """Rotation vectors (3, ...) of unit quaternions (4, ...), the shorter way round (the inverse
+    of :func:`quat_exp`)."""
+    # Signed, as in quat_normalize: a where() between Python floats would upcast float32.
+    q = q * xp.sign(q[0] + (q[0] == 0))
+    sine = xp.sqrt(dot(q[1:], q[1:]))
+    angle = 2.0 * xp.arctan2(sine, q[0])
+    small = sine < 1e-12
+    return q[1:] * xp.where(small, 2.0, angle / xp.where(small, 1.0, sine))
+
+
 def quat_to_matrix(xp: Any, q: Array, out: Array = None) -> Array:
     """Rotation matrices ``(3, 3, ...)`` of unit quaternions ``(4, ...)``, into ``out`` if given."""
     if out is None:

@@ -17,9 +17,66 @@ from .model import Model
 from .pose import Pose
 
 
+@dataclass(eq=False)
+class PreviousStep:
+    """What a second-order step needs of the step before it (:class:`.integrators.Scheme`).
+
+    Attributes
+    ----------
+    q : (4, N) float
+        Joint rotations at the start of the last step.
+    w : (3, N) float, rad/s
+        Joint velocities at the start of the last step.
+    h : (T,) float, s
+        The last step's size, per tree (a tree whose step was halved on a model of its own
+        took smaller steps than the others).
+    usable : (T,) bool
+        The trees whose last step leaves a history a second-order step can go on from: not
+        those that took constraint forces in it (impacts, contacts, limits change the
+        velocities outside the integration formula) or fell back.
+    second_order : (T,) bool
+        The trees that took the last step in second order.
+    """
+
+    q: Any
+    w: Any
+    h: Any
+    usable: Any
+    second_order: Any
+
+    def copy(self) -> PreviousStep:
+        return PreviousStep(
+            self.q.copy(),
+            self.w.copy(),
+            self.h.copy(),
+            self.usable.copy(),
+            self.second_order.copy(),
+        )
+
+    def of_trees(self, links: Any, trees: Any) -> PreviousStep:
+        """A copy of the part of some trees: their level-major ``links`` and ``trees``
+        (device index arrays)."""
+        return PreviousStep(
+            self.q[:, links],
+            self.w[:, links],
+            self.h[trees],
+            self.usable[trees],
+            self.second_order[trees],
+        )
+
+    def put(self, part: PreviousStep, links: Any, trees: Any) -> None:
+        """Write ``part`` (of the trees ``trees``, links ``links``) back into this one."""
+        self.q[:, links] = part.q
+        self.w[:, links] = part.w
+        self.h[trees] = part.h
+        self.usable[trees] = part.usable
+        self.second_order[trees] = part.second_order
+
+
 @dataclass
 class State:
-    """Joint configuration and velocity at one instant.
+    """Joint configuration and velocity at one instant, and what the step that reached it
+    leaves for the next.
 
     Attributes
     ----------
@@ -34,6 +91,10 @@ class State:
     base_position : (3, T) float, m
         World position of each base origin at ``time``.
     time : float, s (host)
+    previous : PreviousStep or None
+        The start of the step that reached this state, for a second-order step after it; None
+        where there was none (the first step, after a reset, after an explicit step), and the
+        next step is of first order.
     """
 
     q: Any
@@ -41,6 +102,7 @@ class State:
     base_rotation: Any
     base_position: Any
     time: float = 0.0
+    previous: PreviousStep | None = None
 
     @classmethod
     def at_rest(cls, model: Model, base_poses: Any = None, time: float = 0.0) -> State:
@@ -63,6 +125,7 @@ class State:
             self.base_rotation.copy(),
             self.base_position.copy(),
             self.time,
+            None if self.previous is None else self.previous.copy(),
         )
 
 

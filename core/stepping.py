@@ -300,10 +300,19 @@ class Stepper:
             *states, stats = self._step(states, start + (k + 1) * h, h, k == substeps - 1)
             subdivisions += stats.subdivisions
             fallbacks += stats.fallbacks
+        previous = states[0].previous
+        second_order = 0
+        if previous is not None:
+            second_order = int(self.model.backend.to_host(self.model.xp.sum(previous.second_order)))
         return (
             *states,
             StepStats(
-                stats.iterations, stats.residual_norm, stats.largest_update, subdivisions, fallbacks
+                stats.iterations,
+                stats.residual_norm,
+                stats.largest_update,
+                subdivisions,
+                fallbacks,
+                second_order,
             ),
         )
 
@@ -483,8 +492,9 @@ class Stepper:
                 state.base_rotation.copy(),
                 state.base_position.copy(),
                 state.time,
+                None if state.previous is None or spare else state.previous.of_trees(chosen, rows),
             )
-            for _ in range(2)
+            for spare in (False, True)
         )
         part_start = _StepStart(
             start.dw[:, chosen],
@@ -497,6 +507,10 @@ class Stepper:
         )
         out.q[:, chosen] = current.q
         out.w[:, chosen] = current.w
+        if out.previous is not None and current.previous is not None:
+            out.previous.put(current.previous, chosen, rows)
+        else:
+            integrators.first_order_step(out, integrators.tree_mask(model, trees))
         data.dw[:, chosen] = part_data.dw
         data.dw_previous[:, chosen] = part_data.dw_previous
         data.constrained[rows] = part_data.constrained

@@ -294,6 +294,7 @@ class Workers:
             max(result.largest_update for result in results),
             sum(result.subdivisions for result in results),
             tuple(fallbacks),
+            sum(result.second_order_trees for result in results),
         ), ConstraintStats(
             max(result.largest_problem for result in constraint_stats),
             sum(result.contacts for result in constraint_stats),
@@ -536,6 +537,7 @@ def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tu
     solver = group.constraints
     if clear:
         group.data.clear_predictor()
+        state.previous = None
         if solver is not None:
             solver.reset()
 

@@ -202,6 +202,7 @@ class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):
         layout.prop(props, "substeps")
         column = layout.column(align=True)
         column.active = props.solver_method == "IMPLICIT"
+        column.prop(props, "solver_order")
         column.prop(props, "newton_tolerance")
         column.prop(props, "newton_max_iterations")
         layout.prop(props, "stop_on_failure")

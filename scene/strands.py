@@ -111,6 +111,7 @@ def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSetting
             density=props.density,
             solver=SolverSettings(
                 method=props.solver_method.lower(),
+                order=2 if props.solver_order == "BDF2" else 1,
                 substeps=props.substeps,
                 newton_tolerance=props.newton_tolerance,
                 newton_max_iterations=props.newton_max_iterations,

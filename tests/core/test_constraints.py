@@ -364,6 +364,31 @@ def test_a_falling_rod_bounces_with_the_obstacles_restitution(backend, restituti
     assert heights.min() > floor + radius - 0.01 * radius
 
 
+def test_an_impact_restarts_second_order_stepping_after_one_first_order_step(backend):
+    """The rod above falls in second order; the step whose contact turns it back is of first
+    order (the contact's law is backward Euler's), the next one too (the velocity jumped, so the
+    history is no base for BDF2), and from then on it steps in second order again."""
+    length, radius = 0.2, 2e-3
+    model = build_model(
+        [StrandSpec(np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]]))],
+        StrandParameters(mass_per_length=0.05, radius=radius, **FREE),
+        backend=backend,
+    )
+    obstacles = build_obstacles([Plane(Material(0.5, 0.0, 0.0))], backend)
+    sim = Simulation(model, SolverSettings(substeps=1), obstacles=obstacles)
+    placed = _placed(obstacles, _pose(position=(0.0, 0.0, -0.02 - radius)))
+    speeds, orders = [], []
+    for _ in range(60):
+        stats = sim.advance(1 / 500, STILL, obstacle_motion=placed)
+        speeds.append(_tip_velocity(sim)[2])
+        orders.append(stats.second_order_trees)
+    impact = int(np.argmax(np.array(speeds) > 0.0))
+    assert impact > 2
+    assert sim.constraint_stats.contacts == 0
+    assert orders[:impact] == [0] + [1] * (impact - 1)
+    assert orders[impact : impact + 3] == [0, 0, 1]
+
+
 def test_a_rising_plane_lifts_a_resting_tip_at_its_own_speed(backend):
     """The obstacle's velocity enters the response: a plane rising at 0.2 m/s under the tip of a
     pinned rod lifts the tip at 0.2 m/s (normal row's desired velocity relative to the plane),

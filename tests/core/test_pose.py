@@ -72,13 +72,16 @@ def _single_joints(backend, damping_ratios):
     return build_model(specs, parameters, backend=backend), damping
 
 
-def _release(backend, damping_ratios, amplitudes, steps_per_tau, duration):
-    """Each rod released ``amplitudes`` rad away from its target about its x axis, no gravity;
-    returns the model, damping coefficients, times and angles from the target (F, n)."""
+def _release(backend, damping_ratios, amplitudes, steps_per_tau, duration, order=2):
+    """Each rod released ``amplitudes`` rad away from its target about its x axis, no gravity,
+    stepped with the implicit method of ``order``; returns the model, damping coefficients,
+    times and angles from the target (F, n)."""
     model, damping = _single_joints(backend, damping_ratios)
     rest = model.to_strand_order(model.rest_rotation)
     target = _turned(rest, -np.asarray(amplitudes))  # the rods start at rest, off the target
-    settings = SolverSettings(substeps=1, newton_tolerance=1e-12, newton_max_iterations=30)
+    settings = SolverSettings(
+        order=order, substeps=1, newton_tolerance=1e-12, newton_max_iterations=30
+    )
     sim = Simulation(model, settings, gravity=(0.0, 0.0, 0.0))
     h = 1.0 / (OMEGA * steps_per_tau)
     pose = Pose(target)
@@ -90,16 +93,22 @@ def _release(backend, damping_ratios, amplitudes, steps_per_tau, duration):
     return model, damping, np.array(times), np.array(angles)
 
 
-def test_a_pose_spring_on_one_joint_is_the_damped_oscillator(backend):
+@pytest.mark.parametrize(
+    ("order", "largest_errors", "slowest", "fastest"),
+    [(1, (0.006, 0.035, 0.05), 1.8, 2.2), (2, (0.001, 0.001, 0.002), 3.2, 4.2)],
+)
+def test_a_pose_spring_on_one_joint_is_the_damped_oscillator(
+    backend, order, largest_errors, slowest, fastest
+):
     """Without gravity a rod with pose strength and damping obeys
     ``I θ'' + D θ' + 2K tan(θ/2) = 0``: for small angles the closed form (critically damped:
     within 1% of the target after 7 τ, ``τ = √(I/K)``; underdamped at ζ = 0.2), for a 115°
     release SciPy's integration of the non-linear law. Backward Euler converges to them at first
-    order in the step."""
+    order in the step, BDF2 at second."""
     ratios, amplitudes = (1.0, 0.2, 0.2), (1e-3, 1e-3, 2.0)
     errors = []
     for steps_per_tau in (16, 32):
-        _, damping, times, angles = _release(backend, ratios, amplitudes, steps_per_tau, 7.0)
+        _, damping, times, angles = _release(backend, ratios, amplitudes, steps_per_tau, 7.0, order)
         wt = OMEGA * times
         critical = amplitudes[0] * (1 + wt) * np.exp(-wt)
         damped = np.sqrt(1 - ratios[1] ** 2)
@@ -122,12 +131,44 @@ def test_a_pose_spring_on_one_joint_is_the_damped_oscillator(backend):
         expected = np.stack((critical, underdamped, solution.y[0]), axis=1)
         errors.append(np.abs(angles - expected).max(axis=0) / amplitudes)
     coarse, fine = errors
-    assert np.all(fine < (0.006, 0.035, 0.05)), fine
+    assert np.all(fine < largest_errors), fine
     ratio = coarse / fine
-    assert np.all((1.8 < ratio) & (ratio < 2.2)), ratio
+    assert np.all((slowest < ratio) & (ratio < fastest)), ratio
     # The critically damped joint has come within 1% of its target after 7 τ.
     index = np.argmin(np.abs(times - 7.0 / OMEGA))
     assert abs(angles[index, 0]) < 0.01 * amplitudes[0]
+
+
+def _zero_crossings(times, angles):
+    """The times where ``angles`` crosses zero downward, linearly interpolated."""
+    at = np.nonzero((angles[:-1] > 0) & (angles[1:] <= 0))[0]
+    return times[at] + (times[at + 1] - times[at]) * angles[at] / (angles[at] - angles[at + 1])
+
+
+def test_bdf2_keeps_the_amplitude_and_phase_of_a_lightly_damped_oscillator(backend):
+    """A rod on a pose spring at 1.5 Hz with 2 % of critical damping, released at 1 mrad and
+    stepped at 96 steps per second (4 substeps of a 24 fps frame): after ten periods BDF2's
+    amplitude is within 1 % of the closed form's and its phase within 1 % of the ten periods'
+    (measured: 0.9 % low, 0.03 periods late); backward Euler keeps 6 % of the amplitude."""
+    ratio, periods = 0.02, 10
+    damped = np.sqrt(1 - ratio**2)
+    period = 2 * np.pi / (OMEGA * damped)
+    duration = (periods + 0.25) * period * OMEGA  # in τ, as _release counts it
+
+    def last_period(order):
+        _, _, times, angles = _release(backend, (ratio,), (1e-3,), 96 / OMEGA, duration, order)
+        return times, angles[:, 0] / 1e-3
+
+    times, angles = last_period(2)
+    wt = OMEGA * times
+    exact = np.exp(-ratio * wt) * (np.cos(damped * wt) + ratio / damped * np.sin(damped * wt))
+    window = times > (periods - 1) * period
+    amplitude = np.abs(angles[window]).max() / np.abs(exact[window]).max()
+    assert amplitude == pytest.approx(1.0, abs=0.01)
+    late = _zero_crossings(times, angles)[periods - 1] - _zero_crossings(times, exact)[periods - 1]
+    assert abs(late) < 0.01 * periods * period
+    times, first_order = last_period(1)
+    assert np.abs(first_order[times > (periods - 1) * period]).max() < 0.1 * amplitude
 
 
 def test_pose_damping_acts_relative_to_the_moving_target(backend):

@@ -1,0 +1,260 @@
+"""Strands swung near resonance: accuracy against cost, the engine and MuJoCo.
+
+Run as ``python -m bench.swing`` from the repository root (in ``.venv/engine`` or
+``.venv/blender``: both have MuJoCo).
+
+**The strand.** 0.5 m of the benchmark's hair (``bench/workload.py``: 0.01 kg/m, radius 1 mm,
+bending and twisting rigidity 2·10⁻⁴ N·m², damping a hundredth of it) in 25 links, hanging
+straight down from a base that moves ±10 cm sideways at 1 Hz, near the strand's first mode, for
+2 s from rest. The engine's base motion carries its exact velocity and acceleration; MuJoCo's
+chain hangs from a mocap body placed at each step's end (``bench/peer_mujoco.py``).
+
+**Accuracy.** The tip's largest distance from a converged run over the 2 s, sampled at every
+frame (24 fps), at 2, 4, 8, 16 and 32 substeps per frame. Each simulator is compared with itself
+at 512 substeps (MuJoCo's capsules and linear joint springs are not the engine's rod inertia and
+``2K tan(θ/2)`` springs, so their converged motions differ; the distance between the two is
+reported too).
+
+**Cost.** 1,000 such strands side by side (the same motion each), at each substep count: the
+median seconds per frame over 8 frames after 2 untimed ones, the engine in one process
+(``workers=1``), MuJoCo on ``THREADS`` threads (as ``bench/peer_mujoco.py`` steps it). All cases
+run in this interpreter, one after another.
+
+The JSON goes to ``bench/results/swing-<host>-<time>.json``; a Markdown table to standard output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from oriented_strands import core
+
+from .peer_mujoco import THREADS, chain_model_xml, place_roots
+from .workload import Workload
+
+FRAME_RATE = 24.0
+AMPLITUDE = 0.1  # m
+FREQUENCY = 1.0  # Hz
+SECONDS = 2.0
+SUBSTEPS = (2, 4, 8, 16, 32)
+REFERENCE_SUBSTEPS = 512
+WARMUP_FRAMES = 2
+TIMED_FRAMES = 8
+
+
+def base_offset(time: float) -> tuple[float, float, float]:
+    """The base's sideways position (m), velocity (m/s) and acceleration (m/s²) along x."""
+    rate = 2.0 * math.pi * FREQUENCY
+    phase = rate * time
+    return (
+        AMPLITUDE * math.sin(phase),
+        AMPLITUDE * rate * math.cos(phase),
+        -AMPLITUDE * rate * rate * math.sin(phase),
+    )
+
+
+def roots(strands: int) -> np.ndarray:
+    """(strands, 3) root positions: 2 cm apart along y (the strands never meet)."""
+    return np.stack((np.zeros(strands), 0.02 * np.arange(strands), np.zeros(strands)), axis=1)
+
+
+class Engine:
+    """The engine's strands, stepped with one implicit ``order``."""
+
+    def __init__(self, workload: Workload, substeps: int, order: int) -> None:
+        down = np.array([0.0, 0.0, -1.0])
+        along = np.linspace(0.0, workload.length, workload.links + 1)
+        specs = [core.StrandSpec(root + along[:, None] * down) for root in roots(workload.strands)]
+        self.model = core.build_model(specs, workload.strand_parameters(core, drag=0.0))
+        self.simulation = core.Simulation(
+            self.model, core.SolverSettings(substeps=substeps, order=order, workers=1)
+        )
+        self.frame = 0
+
+    def base(self, time: float) -> core.BaseMotion:
+        position, velocity, acceleration = base_offset(time)
+        trees = self.model.n_trees
+        zero = np.zeros((trees, 3))
+
+        def along_x(value: float) -> np.ndarray:
+            return np.broadcast_to([value, 0.0, 0.0], (trees, 3))
+
+        return core.BaseMotion(
+            np.broadcast_to(np.eye(3), (trees, 3, 3)),
+            along_x(position),
+            zero,
+            along_x(velocity),
+            zero,
+            along_x(acceleration),
+        )
+
+    def advance(self) -> None:
+        self.simulation.advance(1.0 / FRAME_RATE, self.base)
+        self.frame += 1
+
+    def tips(self) -> np.ndarray:
+        """(strands, 3) tip positions, m, relative to each root."""
+        ends = self.model.point_offsets[1:] - 1
+        return self.simulation.points()[ends] - roots(self.model.n_strands)
+
+
+class MuJoCo:
+    """MuJoCo's ball-joint chains (``implicitfast``), in blocks stepped on ``threads`` threads."""
+
+    def __init__(self, workload: Workload, substeps: int, threads: int) -> None:
+        per_block = max(1, 1024 // workload.links)
+        per_block = min(per_block, math.ceil(workload.strands / threads))
+        self.blocks = []
+        templates: dict[int, mujoco.MjModel] = {}
+        all_roots = roots(workload.strands)
+        down = np.tile([0.0, 0.0, -1.0], (workload.strands, 1))
+        for first in range(0, workload.strands, per_block):
+            size = min(per_block, workload.strands - first)
+            if size not in templates:
+                text = chain_model_xml(workload, size, 1.0 / (FRAME_RATE * substeps))
+                templates[size] = mujoco.MjModel.from_xml_string(text)
+            model = copy.deepcopy(templates[size])
+            place_roots(model, all_roots[first : first + size], down[first : first + size])
+            self.blocks.append((model, mujoco.MjData(model)))
+        self.substeps, self.threads, self.links, self.frame = substeps, threads, workload.links, 0
+        self.segment = workload.segment_length
+
+    def _step_blocks(self, blocks: Sequence[tuple[Any, Any]], first_step: int) -> None:
+        step = 1.0 / (FRAME_RATE * self.substeps)
+        for substep in range(1, self.substeps + 1):
+            position, _, _ = base_offset((first_step + substep) * step)
+            for model, data in blocks:
+                data.mocap_pos[0] = (position, 0.0, 0.0)
+                mujoco.mj_step(model, data)
+
+    def advance(self, pool: ThreadPoolExecutor | None = None) -> None:
+        first_step = self.frame * self.substeps
+        if pool is None:
+            self._step_blocks(self.blocks, first_step)
+        else:
+            shares = [self.blocks[k :: self.threads] for k in range(self.threads)]
+            for done in [pool.submit(self._step_blocks, s, first_step) for s in shares]:
+                done.result()
+        self.frame += 1
+
+    def tips(self) -> np.ndarray:
+        """(strands, 3) tip positions relative to each root, m: the last body's frame plus one
+        segment along its z axis."""
+        tips = []
+        for model, data in self.blocks:
+            mujoco.mj_kinematics(model, data)
+            chains = model.nbody - 2  # world and head
+            per_chain = chains // self.links
+            for chain in range(per_chain):
+                last = 2 + chain * self.links + self.links - 1
+                axis = data.xmat[last].reshape(3, 3)[:, 2]
+                root = model.body_pos[2 + chain * self.links]
+                tips.append(data.xpos[last] + self.segment * axis - root - data.mocap_pos[0])
+        return np.array(tips)
+
+
+def path(simulator: Any, frames: int) -> np.ndarray:
+    """(frames, 3) the first strand's tip relative to its root, frame by frame."""
+    points = []
+    for _ in range(frames):
+        simulator.advance()
+        points.append(simulator.tips()[0])
+    return np.array(points)
+
+
+def seconds_per_frame(advance: Callable[[], None]) -> float:
+    for _ in range(WARMUP_FRAMES):
+        advance()
+    times = []
+    for _ in range(TIMED_FRAMES):
+        start = time.perf_counter()
+        advance()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--strands", type=int, default=1000, help="strands of the timed case")
+    parser.add_argument("--output", type=Path, help="JSON file (default: bench/results/...)")
+    args = parser.parse_args(argv)
+    single, many = Workload(1, 25, length=0.5), Workload(args.strands, 25, length=0.5)
+    frames = int(round(SECONDS * FRAME_RATE))
+
+    def mujoco_single(substeps: int) -> MuJoCo:
+        return MuJoCo(single, substeps, 1)
+
+    references = {
+        "engine": path(Engine(single, REFERENCE_SUBSTEPS, 2), frames),
+        "mujoco": path(mujoco_single(REFERENCE_SUBSTEPS), frames),
+    }
+    rows = []
+    for substeps in SUBSTEPS:
+        for name, make, reference in (
+            ("engine BDF2", lambda s: Engine(single, s, 2), "engine"),
+            ("engine backward Euler", lambda s: Engine(single, s, 1), "engine"),
+            ("MuJoCo implicitfast", mujoco_single, "mujoco"),
+        ):
+            error = np.linalg.norm(path(make(substeps), frames) - references[reference], axis=1)
+            if name.startswith("engine"):
+                timed = Engine(many, substeps, 2 if "BDF2" in name else 1)
+                cost = seconds_per_frame(timed.advance)
+            else:
+                timed = MuJoCo(many, substeps, THREADS)
+                with ThreadPoolExecutor(THREADS) as pool:
+                    cost = seconds_per_frame(lambda timed=timed, pool=pool: timed.advance(pool))
+            rows.append(
+                {
+                    "simulator": name,
+                    "substeps": substeps,
+                    "tip_error_m": float(error.max()),
+                    "seconds_per_frame": cost,
+                }
+            )
+            print(rows[-1], file=sys.stderr, flush=True)
+    between = float(np.linalg.norm(references["engine"] - references["mujoco"], axis=1).max())
+    result = {
+        "strands": args.strands,
+        "links": 25,
+        "frames": frames,
+        "reference_substeps": REFERENCE_SUBSTEPS,
+        "references_apart_m": between,
+        "rows": rows,
+        "mujoco": mujoco.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "threads": THREADS,
+    }
+    output = args.output or Path("bench/results") / (
+        f"swing-{platform.node()}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=1))
+    print(f"| simulator | substeps | tip error, mm | s/frame ({args.strands} strands) |")
+    print("|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['simulator']} | {row['substeps']} | {1000 * row['tip_error_m']:.1f} "
+            f"| {row['seconds_per_frame']:.3f} |"
+        )
+    print(f"\nconverged engine and MuJoCo apart by {1000 * between:.1f} mm at most")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
