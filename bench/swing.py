@@ -6,8 +6,11 @@ Run as ``python -m bench.swing`` from the repository root (in ``.venv/engine`` o
 **The strand.** 0.5 m of the benchmark's hair (``bench/workload.py``: 0.01 kg/m, radius 1 mm,
 bending and twisting rigidity 2·10⁻⁴ N·m², damping a hundredth of it) in 25 links, hanging
 straight down from a base that moves ±10 cm sideways at 1 Hz, near the strand's first mode, for
-2 s from rest. The engine's base motion carries its exact velocity and acceleration; MuJoCo's
-chain hangs from a mocap body placed at each step's end (``bench/peer_mujoco.py``).
+2 s from rest. The engine's base motion carries its exact velocity and acceleration. MuJoCo's
+chain hangs from a still body and is stepped in the base's frame: the base only translates, so
+its acceleration enters as a uniform inertial force, set into MuJoCo's gravity at each step's
+start (a mocap body moved instead carries its chains along without their feeling its
+acceleration, ``bench/peer_mujoco.py``). Tips are compared relative to their roots.
 
 **Accuracy.** The tip's largest distance from a converged run over the 2 s, sampled at every
 frame (24 fps), at 2, 4, 8, 16 and 32 substeps per frame. Each simulator is compared with itself
@@ -88,14 +91,14 @@ class Engine:
 
     def base(self, time: float) -> core.BaseMotion:
         position, velocity, acceleration = base_offset(time)
-        trees = self.model.n_trees
-        zero = np.zeros((trees, 3))
+        bases = self.model.n_bases
+        zero = np.zeros((bases, 3))
 
         def along_x(value: float) -> np.ndarray:
-            return np.broadcast_to([value, 0.0, 0.0], (trees, 3))
+            return np.broadcast_to([value, 0.0, 0.0], (bases, 3))
 
         return core.BaseMotion(
-            np.broadcast_to(np.eye(3), (trees, 3, 3)),
+            np.broadcast_to(np.eye(3), (bases, 3, 3)),
             along_x(position),
             zero,
             along_x(velocity),
@@ -136,10 +139,10 @@ class MuJoCo:
 
     def _step_blocks(self, blocks: Sequence[tuple[Any, Any]], first_step: int) -> None:
         step = 1.0 / (FRAME_RATE * self.substeps)
-        for substep in range(1, self.substeps + 1):
-            position, _, _ = base_offset((first_step + substep) * step)
+        for substep in range(self.substeps):
+            _, _, acceleration = base_offset((first_step + substep) * step)
             for model, data in blocks:
-                data.mocap_pos[0] = (position, 0.0, 0.0)
+                model.opt.gravity[:] = (-acceleration, 0.0, -9.81)
                 mujoco.mj_step(model, data)
 
     def advance(self, pool: ThreadPoolExecutor | None = None) -> None:
@@ -164,7 +167,7 @@ class MuJoCo:
                 last = 2 + chain * self.links + self.links - 1
                 axis = data.xmat[last].reshape(3, 3)[:, 2]
                 root = model.body_pos[2 + chain * self.links]
-                tips.append(data.xpos[last] + self.segment * axis - root - data.mocap_pos[0])
+                tips.append(data.xpos[last] + self.segment * axis - root)
         return np.array(tips)
 
 

@@ -209,7 +209,7 @@ class Scheme:
 
     Attributes
     ----------
-    gamma : float, or (N,) per link where some trees take BDF2 and others backward Euler
+    gamma : float where every tree takes the same method, else per link (N,)
     start : (3, N)
     offset : (3, N) or None (no tree of second order)
     second_order : (T,) bool or None (no tree), the trees that take BDF2
@@ -236,12 +236,16 @@ class Scheme:
             return cls.backward_euler(state.w, h)
         xp = model.xp
         trees = previous.usable & ~first_order & (xp.abs(previous.h - h) <= 1e-9 * h)
-        if not bool(model.backend.to_host(xp.any(trees))):
+        some, every = model.backend.to_host(xp.stack((xp.any(trees), xp.all(trees))))
+        if not some:
             return cls.backward_euler(state.w, h)
-        links = trees[model.link_tree]
         back = spatial.quat_log(
             xp, spatial.quat_multiply(xp, spatial.quat_conjugate(xp, state.q), previous.q)
         )
+        if every:
+            start = (4.0 * state.w - previous.w) * (1.0 / 3.0)
+            return cls((2.0 / 3.0) * h, start, back * (-1.0 / 3.0), trees)
+        links = trees[model.link_tree]
         return cls(
             xp.where(links, (2.0 / 3.0) * h, h).astype(state.w.dtype),
             xp.where(links, (4.0 * state.w - previous.w) * (1.0 / 3.0), state.w),
