@@ -35,7 +35,7 @@ One substep with constraints
    term couples the tiny axial inertia of thin links to their bending (gyroscopic), so a load
    across a strand would set it spinning about its axis; without it the operator is symmetric
    up to the spring tangent's asymmetry (it is symmetrised). A tree that took constraint forces
-   in the step before leaves the term out of its free step (``Data.constrained``), whose
+   in the step before leaves the term out of its free step (``StepMemory.constrained``), whose
    factorisation, at the free step's first guess, then serves here; a tree coming under rows is
    factorised again at the free step's end, on a model of those trees only (so a tree's step
    depends only on the tree).
@@ -93,7 +93,7 @@ from .lcp import solve_lcp
 from .model import Model, select_trees
 from .obstacles import ObstacleMotion, Obstacles
 from .spatial import cross, dot
-from .state import Control, State
+from .state import Control, State, StepMemory
 
 
 @dataclass(frozen=True)
@@ -630,8 +630,17 @@ class ConstraintSolver:
             start["rotations"] = (links, desired)
         self._start = start
 
-    def resolve(self, data: Data, state: State, control: Control, h: float, out: State) -> None:
-        """Correct the free step ``out`` (from ``state`` over ``h``) by the constraint forces."""
+    def resolve(
+        self,
+        data: Data,
+        memory: StepMemory,
+        state: State,
+        control: Control,
+        h: float,
+        out: State,
+    ) -> None:
+        """Correct the free step ``out`` (from ``state`` over ``h``) by the constraint forces;
+        record in ``memory`` which trees took them."""
         model, xp = self.model, self.model.xp
         dynamics.link_velocities(model, data, out.q, out.w, control)
         parts: list[_Rows] = []
@@ -663,7 +672,7 @@ class ConstraintSolver:
         constrained = xp.zeros(model.n_trees, dtype=bool)
         if count == 0:
             self.stats = ConstraintStats(contacts=contacts)
-            self._settle(data, touching)
+            self._settle(memory, touching)
             return
         constrained[rows.tree] = True
         self._factorize_plain(data, control, out.q, h, constrained)
@@ -677,18 +686,20 @@ class ConstraintSolver:
                 repeated[limited_trees] = True
         largest = self._apply(data, state, control, rows, h, out, int(passes), repeated)
         self.stats = ConstraintStats(largest, contacts, limit_rows, bilateral_rows)
-        self._settle(data, constrained | touching)
+        self._settle(memory, constrained | touching)
 
-    def _settle(self, data: Data, constrained: Any) -> None:
+    def _settle(self, memory: StepMemory, constrained: Any) -> None:
         """Record the trees that took constraint forces in the step, contacts' or rows'
-        (``data.constrained``): their next free step leaves the velocity derivative out of its
+        (``memory.constrained``): their next free step leaves the velocity derivative out of its
         factorisation, as the constraint pass has it. Between its free steps such a tree takes
         constraint forces, which change its next free step's velocity change unpredictably:
         that step's first guess repeats the last change instead of extrapolating the last two
         (integrators.first_guess)."""
         model, xp = self.model, self.model.xp
-        data.dw_previous[...] = xp.where(constrained[model.link_tree], data.dw, data.dw_previous)
-        data.constrained[...] = constrained
+        memory.dw_previous[...] = xp.where(
+            constrained[model.link_tree], memory.dw, memory.dw_previous
+        )
+        memory.constrained[...] = constrained
 
     def _factorize_plain(
         self, data: Data, control: Control, q: Any, h: float, constrained: Any

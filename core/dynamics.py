@@ -41,23 +41,10 @@ from .spatial import add_cross, cross, dot, matmul, matTvec, matvec
 from .state import Control
 
 
-@dataclass(frozen=True, eq=False)
-class StepHistory:
-    """What the steps before leave in :class:`Data` for the next one (copies; fields as
-    :class:`Data`'s): the last velocity changes the first guess extrapolates, the last Newton
-    updates, and which trees took constraint forces."""
-
-    dw: Any
-    dw_previous: Any
-    tree_update: Any
-    dw_count: int
-    constrained: Any
-    plain_trees: Any
-
-
 @dataclass(eq=False)
 class Data:
-    """Preallocated workspace of one model; results of every pass land here.
+    """Preallocated workspace of one model; results of every pass land here. What a step leaves
+    for the next lives in :class:`.state.State` and :class:`.state.StepMemory`, not here.
 
     Attributes (component-major, level-major, ``N = n_links``)
     ----------
@@ -81,16 +68,8 @@ class Data:
     u : (3, N) joint-space bias of a solve
     x : (3, N) solution of a solve
     solve_a : (6, N) spatial accelerations of a solve
-    dw : (3, N) joint-velocity change of the last implicit step, rad/s
-    dw_previous : (3, N) joint-velocity change of the implicit step before the last, rad/s
-    dw_count : int, how many of ``dw`` and ``dw_previous`` hold a step's change (0 to 2; the
-        next implicit step's first guess, :func:`.integrators.first_guess`, extrapolates them;
-        :meth:`clear_predictor` forgets them)
     tree_update : (n_trees,) largest joint-velocity update of each tree in the last Newton
         iteration of the last implicit step, rad/s
-    constrained : (n_trees,) bool, the trees that took constraint forces in the last step
-        (:meth:`.constraints.ConstraintSolver.resolve`); the next implicit step factorises their
-        Newton matrix without the velocity derivative, as the constraint pass needs it
     plain_trees : (n_trees,) bool, the trees whose part of the last factorisation is the
         implicit step's Newton matrix without the velocity derivative (the constrained ones of
         the last implicit step), which the constraint pass reuses
@@ -118,13 +97,9 @@ class Data:
     u: Any
     x: Any
     solve_a: Any
-    dw: Any
-    dw_previous: Any
     tree_update: Any
-    constrained: Any
     plain_trees: Any
     tension: Any
-    dw_count: int = 0
 
     # The fields that forward kinematics, link velocities and energy use: all of the workspace
     # that a simulation stepped by worker processes keeps.
@@ -142,8 +117,7 @@ class Data:
         shapes = {
             "orientation": (4,), "oR": (3, 3), "op": (3,), "r": (3,), "c": (3,), "v": (6,),
             "a": (6,), "f": (6,), "tau": (3,), "joint_velocity": (6,), "S": (6, 3),
-            "Dinv": (3, 3), "pA": (6,), "u": (3,), "x": (3,), "solve_a": (6,), "dw": (3,),
-            "dw_previous": (3,), "tension": (),
+            "Dinv": (3, 3), "pA": (6,), "u": (3,), "x": (3,), "solve_a": (6,), "tension": (),
         }  # fmt: skip
         kept = cls.KINEMATICS if kinematics_only else (*shapes, "tree_update")
         fields = {name: empty(*shape) if name in kept else None for name, shape in shapes.items()}
@@ -152,35 +126,8 @@ class Data:
         fields["UDinv"] = None if factors is None else factors[:18].reshape(6, 3, n)
         fields["DinvWt"] = None if factors is None else factors[18:].reshape(3, 6, n)
         fields["tree_update"] = xp.zeros(model.n_trees, dtype=dtype)
-        fields["constrained"] = xp.zeros(model.n_trees, dtype=bool)
         fields["plain_trees"] = xp.zeros(model.n_trees, dtype=bool)
         return cls(**fields)
-
-    def history(self) -> StepHistory:
-        """Copies of what the last steps left here for the next (:class:`StepHistory`)."""
-        return StepHistory(
-            self.dw.copy(),
-            self.dw_previous.copy(),
-            self.tree_update.copy(),
-            self.dw_count,
-            self.constrained.copy(),
-            self.plain_trees.copy(),
-        )
-
-    def restore(self, history: StepHistory) -> None:
-        """Put back what :meth:`history` copied (after a failed advance)."""
-        self.dw[...] = history.dw
-        self.dw_previous[...] = history.dw_previous
-        self.tree_update[...] = history.tree_update
-        self.dw_count = history.dw_count
-        self.constrained[...] = history.constrained
-        self.plain_trees[...] = history.plain_trees
-
-    def clear_predictor(self) -> None:
-        """Forget the last steps: their velocity changes and which trees took constraint
-        forces. The next step starts from the current velocities, as on a fresh workspace."""
-        self.dw_count = 0
-        self.constrained[...] = False
 
 
 # --- addressing parents -------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from .dynamics import Data
 from .errors import InvalidInputError, SimulationDivergedError
 from .model import Model, is_whole, select_trees
 from .spatial import dot
-from .state import Control, PreviousStep, State
+from .state import Control, PreviousStep, State, StepMemory
 
 METHODS = ("implicit", "explicit")
 ORDERS = (1, 2)
@@ -341,7 +341,7 @@ def _raise_diverged(model: Model, *values: Any) -> None:
 
 
 def fall_back(
-    model: Model, data: Data, state: State, reasons: dict[int, str], out: State
+    model: Model, memory: StepMemory, state: State, reasons: dict[int, str], out: State
 ) -> tuple[Fallback, ...]:
     """Carry the trees ``reasons`` names (host tree indices, with what failed) rigidly with their
     bases through the step from ``state`` into ``out``: their joint velocities zero, their
@@ -353,8 +353,8 @@ def fall_back(
     first_order_step(out, trees)
     out.w[...] = xp.where(links, 0.0, out.w)
     out.q[...] = xp.where(links, state.q, out.q)
-    data.dw[...] = xp.where(links, 0.0, data.dw)
-    data.dw_previous[...] = xp.where(links, 0.0, data.dw_previous)
+    memory.dw[...] = xp.where(links, 0.0, memory.dw)
+    memory.dw_previous[...] = xp.where(links, 0.0, memory.dw_previous)
     records = []
     for tree, reason in sorted(reasons.items()):
         strand, _ = model.link_strand_and_index(tree)
@@ -413,6 +413,7 @@ def joint_block(model: Model, control: Control, q: Any, h: float) -> Any:
 def step_implicit(
     model: Model,
     data: Data,
+    memory: StepMemory,
     state: State,
     control: Control,
     h: float,
@@ -422,8 +423,8 @@ def step_implicit(
     finish_exactly: bool = False,
 ) -> StepStats:
     """Advance ``state`` by ``h`` with BDF2 or backward Euler (``settings.order``, tree by tree:
-    :class:`Scheme`) into ``out``, recording the step's start in ``out.previous``; returns the
-    Newton statistics.
+    :class:`Scheme`) into ``out``, recording the step's start in ``out.previous`` and its
+    velocity change in ``memory``; returns the Newton statistics.
 
     The first guess is :func:`first_guess`. The residual of the returned state costs a whole
     evaluation that the iteration itself does not need, so ``report_residual=False`` skips it
@@ -460,15 +461,15 @@ def step_implicit(
     # Trees that took constraint forces in the last step take a first-order step: the
     # constraint pass reuses their factorisation, which is backward Euler's (constraints module,
     # step 4).
-    scheme = Scheme.for_step(model, state, h, settings, data.constrained)
+    scheme = Scheme.for_step(model, state, h, settings, memory.constrained)
     gamma = scheme.gamma
-    w_new = first_guess(data, state.w)
+    w_new = first_guess(memory, state.w)
     q_new = scheme.rotations(xp, state.q, w_new)
     r = residual(model, data, scheme, q_new, w_new, control)
     # Those trees also leave the velocity derivative out, as the constraint pass needs it.
-    velocity_step = xp.where(data.constrained[model.link_tree], 0.0, gamma)
+    velocity_step = xp.where(memory.constrained[model.link_tree], 0.0, gamma)
     _factorize_newton(model, data, control, q_new, gamma, velocity_step)
-    data.plain_trees[...] = data.constrained
+    data.plain_trees[...] = memory.constrained
     past_w: list[Any] = []
     past_g: list[Any] = []
     newton = _Newton(w_new, xp.zeros(model.n_trees, dtype=bool))
@@ -550,13 +551,13 @@ def step_implicit(
     if report_residual:
         r = residual(model, data, scheme, q_new, w_new, control)
         residual_norm = float(to_host(xp.max(xp.abs(r))))
-    data.dw_previous[...] = data.dw
-    data.dw[...] = w_new - state.w
-    data.dw_count = min(data.dw_count + 1, 2)
+    memory.dw_previous[...] = memory.dw
+    memory.dw[...] = w_new - state.w
+    memory.dw_count = min(memory.dw_count + 1, 2)
     data.tree_update[...] = change
     _finish(model, state, control, q_new, w_new, h, out)
     _remember_start(model, state, h, scheme.second_order, out)
-    fallbacks = fall_back(model, data, state, reasons, out) if reasons else ()
+    fallbacks = fall_back(model, memory, state, reasons, out) if reasons else ()
     return StepStats(iterations, residual_norm, float(largest), fallbacks=fallbacks)
 
 
@@ -829,21 +830,21 @@ def _newton_exact(
     return None
 
 
-def first_guess(data: Data, w: Any) -> Any:
+def first_guess(memory: StepMemory, w: Any) -> Any:
     """The Newton iteration's first guess at a step's end velocities from the start ones ``w``:
     the last two steps' velocity changes extrapolated linearly, ``w + 2 dw - dw_previous``
-    (``w + dw`` after one step, ``w`` after none; see ``Data.dw_count``).
+    (``w + dw`` after one step, ``w`` after none; see ``StepMemory.dw_count``).
 
     The velocity change of a step follows the forces, which change smoothly from step to step,
     so the linear extrapolation's error is of the order of ``h³``, one order below the last
     change alone: on the benchmark's shaking head it saves a fifth of the Newton iterations.
     """
-    if not data.dw_count:
+    if not memory.dw_count:
         return w.copy()
-    guess = w + data.dw
-    if data.dw_count == 2:
-        guess += data.dw
-        guess -= data.dw_previous
+    guess = w + memory.dw
+    if memory.dw_count == 2:
+        guess += memory.dw
+        guess -= memory.dw_previous
     return guess
 
 
@@ -895,6 +896,7 @@ def _anderson_correction(model: Model, w: Any, g: Any, past_w: list, past_g: lis
 def step_explicit(
     model: Model,
     data: Data,
+    memory: StepMemory,
     state: State,
     control: Control,
     h: float,
@@ -919,13 +921,14 @@ def step_explicit(
     _finish(model, state, control, q_new, w_new, h, out)
     out.previous = None
     reasons = dict.fromkeys(failing.tolist(), NON_FINITE)
-    fallbacks = fall_back(model, data, state, reasons, out) if reasons else ()
+    fallbacks = fall_back(model, memory, state, reasons, out) if reasons else ()
     return StepStats(0, 0.0, fallbacks=fallbacks)
 
 
 def step(
     model: Model,
     data: Data,
+    memory: StepMemory,
     state: State,
     control: Control,
     h: float,
@@ -939,10 +942,10 @@ def step(
     ``settings.strict``, trees that still fail fall back (:func:`fall_back`)."""
     if settings.method == "implicit":
         return step_implicit(
-            model, data, state, control, h, settings, out, report_residual, finish_exactly
+            model, data, memory, state, control, h, settings, out, report_residual, finish_exactly
         )
     return step_explicit(
-        model, data, state, control, h, out, finish_exactly and not settings.strict
+        model, data, memory, state, control, h, out, finish_exactly and not settings.strict
     )
 
 

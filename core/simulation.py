@@ -27,14 +27,14 @@ from .constraints import (
     PointPath,
     SolverRecord,
 )
-from .dynamics import Data, StepHistory
+from .dynamics import Data
 from .errors import InvalidInputError
 from .integrators import SolverSettings, StepStats
 from .interaction import Interaction, InteractionStats, StrandInteraction
 from .model import Model
 from .obstacles import Obstacles
 from .pose import Pose
-from .state import Control, State, _checked_vector
+from .state import Control, State, StepMemory, _checked_vector
 from .stepping import (
     BaseSource,
     Constrain,
@@ -111,6 +111,8 @@ class Simulation:
         # Stepped by worker processes, this process only computes the links' frames. Allocated
         # once the groups' models have gone to the workers, so that they are not here together.
         self.data = Data.for_model(model, kinematics_only=count > 1)
+        # What each step leaves for the next besides the state; the workers hold their own.
+        self.memory = StepMemory.for_model(model) if count == 1 else None
         backend = model.backend
         self._point_link = backend.from_host(model.point_link)
         self._point_is_tip = backend.from_host(model.point_is_tip.astype(np.float64))
@@ -170,11 +172,13 @@ class Simulation:
             self._finalizer()
             self._workers = None
             self.data = Data.for_model(self.model)
+            self.memory = StepMemory.for_model(self.model)
 
     def reset(self, base_poses: Any = None, time: float = 0.0) -> None:
         """Back to the rest shape, motionless, with the bases at ``base_poses`` (T, 4, 4)."""
         self.state = State.at_rest(self.model, base_poses, time)
-        self.data.clear_predictor()
+        if self.memory is not None:
+            self.memory.forget()
         if self._workers is not None:
             self._workers.clear_predictors()
         poses = self.model.base_rest_poses if base_poses is None else base_poses
@@ -341,12 +345,19 @@ class Simulation:
                 None
                 if constraints is None
                 else Constrain(
-                    self.model, self.data, self.control, constraints, base, obstacle_motion
+                    self.model,
+                    self.data,
+                    self.memory,
+                    self.control,
+                    constraints,
+                    base,
+                    obstacle_motion,
                 )
             )
             stepper = Stepper(
                 self.model,
                 self.data,
+                self.memory,
                 self.control,
                 inputs,
                 fields,
@@ -410,11 +421,11 @@ class Simulation:
 @dataclasses.dataclass(frozen=True, eq=False)
 class _Before:
     """A simulation stepped in one process as an advance finds it: its state, what the steps
-    before left for the next (in the workspace and the constraint solver), the control and
+    before left for the next (its step memory and the constraint solver's), the control and
     the statistics (copies where the step writes in place)."""
 
     state: State
-    history: StepHistory
+    memory: StepMemory
     control: Control
     stats: StepStats
     constraints: SolverRecord | None
@@ -426,7 +437,7 @@ class _Before:
         constraints, interaction = simulation.constraints, simulation.interaction
         return cls(
             simulation.state.copy(),
-            simulation.data.history(),
+            simulation.memory.copy(),
             # The control's fields are replaced, not written into, but for those force fields
             # fill in place.
             dataclasses.replace(
@@ -441,7 +452,7 @@ class _Before:
 
     def restore(self, simulation: Simulation) -> None:
         simulation.state = self.state
-        simulation.data.restore(self.history)
+        simulation.memory.restore(self.memory)
         control = simulation.control
         for item in dataclasses.fields(Control):
             if item.name in ("wind_velocity", "external_force"):

@@ -73,6 +73,73 @@ class PreviousStep:
         self.second_order[trees] = part.second_order
 
 
+@dataclass(eq=False)
+class StepMemory:
+    """What the implicit steps leave for the next besides the state: the last velocity changes
+    that the Newton iteration's first guess extrapolates (:func:`.integrators.first_guess`) and
+    which trees took constraint forces. The stepper owns it and passes it from step to step
+    (:class:`.stepping.Stepper`); :class:`.dynamics.Data` is a workspace of each call.
+
+    Attributes
+    ----------
+    dw : (3, N) float, rad/s
+        The joint-velocity change of the last implicit step (its free step's).
+    dw_previous : (3, N) float, rad/s
+        The change of the step before it.
+    dw_count : int
+        How many of ``dw`` and ``dw_previous`` hold a step's change (0 to 2).
+    constrained : (T,) bool
+        The trees that took constraint forces in the last step
+        (:meth:`.constraints.ConstraintSolver.resolve`): their next free step is of first order
+        and leaves the velocity derivative out of its factorisation, as the constraint pass
+        needs it, and its first guess repeats their last change.
+    """
+
+    dw: Any
+    dw_previous: Any
+    constrained: Any
+    dw_count: int = 0
+
+    @classmethod
+    def for_model(cls, model: Model) -> StepMemory:
+        xp, dtype = model.xp, model.backend.float
+        return cls(
+            xp.zeros((3, model.n_links), dtype=dtype),
+            xp.zeros((3, model.n_links), dtype=dtype),
+            xp.zeros(model.n_trees, dtype=bool),
+        )
+
+    def copy(self) -> StepMemory:
+        return StepMemory(
+            self.dw.copy(), self.dw_previous.copy(), self.constrained.copy(), self.dw_count
+        )
+
+    def restore(self, other: StepMemory) -> None:
+        """Take ``other``'s values, in place."""
+        self.dw[...] = other.dw
+        self.dw_previous[...] = other.dw_previous
+        self.constrained[...] = other.constrained
+        self.dw_count = other.dw_count
+
+    def forget(self) -> None:
+        """Forget the last steps: the next starts from the current velocities, as after a
+        reset."""
+        self.dw_count = 0
+        self.constrained[...] = False
+
+    def of_trees(self, links: Any, trees: Any) -> StepMemory:
+        """A copy of the part of some trees (their level-major ``links`` and ``trees``)."""
+        return StepMemory(
+            self.dw[:, links], self.dw_previous[:, links], self.constrained[trees], self.dw_count
+        )
+
+    def put(self, part: StepMemory, links: Any, trees: Any) -> None:
+        """Write ``part`` (of the trees ``trees``, links ``links``) back into this one."""
+        self.dw[:, links] = part.dw
+        self.dw_previous[:, links] = part.dw_previous
+        self.constrained[trees] = part.constrained
+
+
 @dataclass
 class State:
     """Joint configuration and velocity at one instant, and what the step that reached it

@@ -65,7 +65,7 @@ from .interaction import Interaction
 from .model import Model, select_trees
 from .obstacles import ObstacleMotion
 from .pose import Pose
-from .state import Control, State
+from .state import Control, State, StepMemory
 
 if TYPE_CHECKING:
     from .fields import ForceFields
@@ -140,12 +140,14 @@ class Constrain:
         self,
         model: Model,
         data: Data,
+        memory: StepMemory,
         control: Control,
         solver: ConstraintSolver,
         base: BaseSource,
         obstacle_motion: ObstacleSource | None,
     ) -> None:
         self._model, self._data, self._control, self._solver = model, data, control, solver
+        self._memory = memory
         self._base, self._obstacle_motion = base, obstacle_motion
 
     def begin(self, state: State, time: float, h: float) -> None:
@@ -163,13 +165,13 @@ class Constrain:
         back (:func:`.integrators.fall_back`) with ``fall_back``; otherwise they are returned
         (host tree indices), for their step to be halved."""
         model, data = self._model, self._data
-        self._solver.resolve(data, state, self._control, h, out)
+        self._solver.resolve(data, self._memory, state, self._control, h, out)
         failing = non_finite_trees(model, out.w, out.q)
         if not len(failing) or not fall_back:
             return (), failing
         reason = "the constraint forces gave it non-finite velocities"
         fallen = integrators.fall_back(
-            model, data, state, dict.fromkeys(failing.tolist(), reason), out
+            model, self._memory, state, dict.fromkeys(failing.tolist(), reason), out
         )
         return fallen, failing[:0]
 
@@ -194,15 +196,18 @@ class Constrain:
         self,
         part: Model,
         data: Data,
+        step_memory: StepMemory,
         control: Control,
         links: np.ndarray,
         memory: ContactMemory | None,
     ) -> Constrain:
         """The correction of ``part``, a model of some of the trees (``links``: this model's
-        level-major links it holds), with its own workspace and control, remembering what
-        ``memory`` (a :attr:`memory` of this one) holds of its contacts."""
+        level-major links it holds), with its own workspace, step memory and control,
+        remembering what ``memory`` (a :attr:`memory` of this one) holds of its contacts."""
         solver = self._solver.for_trees(part, links, memory)
-        return Constrain(part, data, control, solver, self._base, self._obstacle_motion)
+        return Constrain(
+            part, data, step_memory, control, solver, self._base, self._obstacle_motion
+        )
 
     def remember(self, memory: ContactMemory | None) -> None:
         """Take back a :attr:`memory` of this one (what a failed step found is forgotten)."""
@@ -215,19 +220,15 @@ class Constrain:
 
 @dataclass(frozen=True, eq=False)
 class _StepStart:
-    """What a step reads of the steps before it and overwrites even where it fails: the last
-    velocity changes (its first guess), which trees took constraint forces, and how their
-    contacts rubbed."""
+    """What a step reads of the steps before it and overwrites even where it fails: its step
+    memory (a copy) and how its contacts rubbed."""
 
-    dw: Any
-    dw_count: int
-    constrained: Any
-    memory: ContactMemory | None
+    memory: StepMemory
+    contacts: ContactMemory | None
 
     @classmethod
-    def of(cls, data: Data, constrain: Constrain | None) -> _StepStart:
-        memory = None if constrain is None else constrain.memory
-        return cls(data.dw.copy(), data.dw_count, data.constrained.copy(), memory)
+    def of(cls, memory: StepMemory, constrain: Constrain | None) -> _StepStart:
+        return cls(memory.copy(), None if constrain is None else constrain.memory)
 
 
 def _failed(stats: StepStats, settings: SolverSettings) -> bool:
@@ -264,11 +265,13 @@ class Stepper:
     fields that ``inputs(t)`` gives (an :class:`Inputs`, or a worker's share of one), then the
     force ``fields`` at the links' current positions; ``constrain`` corrects each step by the
     constraint forces; ``interaction`` sets the strand-interaction force of each step at its
-    start (:mod:`.interaction`).
+    start (:mod:`.interaction`). ``memory`` is what each step leaves for the next besides the
+    state; ``data`` a workspace.
     """
 
     model: Model
     data: Data
+    memory: StepMemory
     control: Control
     inputs: Callable[[float], tuple[BaseMotion, dict[str, Any]]]
     fields: ForceFields | None
@@ -332,7 +335,7 @@ class Stepper:
         if constrain is not None:
             constrain.begin(state, end - h, h)
         self._drive(state, end)
-        start = _StepStart.of(data, constrain)
+        start = _StepStart.of(self.memory, constrain)
         deepest = depth >= settings.max_subdivision_depth
         failing: np.ndarray | None = None  # None: the whole model's step is redone
         try:
@@ -341,7 +344,16 @@ class Stepper:
             # fill the console (a worker's goes to Blender's).
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 stats = step(
-                    model, data, state, self.control, h, settings, spare, report_residual, deepest
+                    model,
+                    data,
+                    self.memory,
+                    state,
+                    self.control,
+                    h,
+                    settings,
+                    spare,
+                    report_residual,
+                    deepest,
                 )
                 failing = _unfinished_trees(model, data, stats, settings)
                 if len(failing) and deepest:
@@ -399,21 +411,21 @@ class Stepper:
         """The step of ``h`` ending at ``end`` taken as two half steps from what the steps before
         left (``start``: what the failed attempt overwrote is forgotten); returns ``(current,
         spare, first half's stats, second's)``."""
-        data = self.data
+        memory = self.memory
+        memory.restore(start.memory)
         # A half step changes the velocity by about half as much. The last two changes are a
         # whole step apart, too far apart for the first half step to extrapolate them.
-        data.dw[...] = 0.5 * start.dw
-        data.dw_count = min(start.dw_count, 1)
-        data.constrained[...] = start.constrained
+        memory.dw *= 0.5
+        memory.dw_count = min(memory.dw_count, 1)
         if self.constrain is not None:
-            self.constrain.remember(start.memory)
+            self.constrain.remember(start.contacts)
         half = 0.5 * h
         state, spare, first = self._step(states, end - half, half, False, depth + 1)
         state, spare, second = self._step((state, spare), end, half, report_residual, depth + 1)
         # The halves' changes, as whole steps' (half a step apart, so the next step's
         # extrapolation is damped).
-        data.dw *= 2.0
-        data.dw_previous *= 2.0
+        memory.dw *= 2.0
+        memory.dw_previous *= 2.0
         return state, spare, first, second
 
     def _divisible(self, trees: np.ndarray) -> bool:
@@ -472,6 +484,7 @@ class Stepper:
         part, links = select_trees(model, trees)
         chosen, rows = backend.from_host(links), backend.from_host(trees)
         part_data = Data.for_model(part)
+        part_memory = start.memory.of_trees(chosen, rows)
         part_control = self.control.at_links(chosen)
         inputs = self.inputs
 
@@ -481,9 +494,18 @@ class Stepper:
 
         constrain = None
         if self.constrain is not None:
-            constrain = self.constrain.for_trees(part, part_data, part_control, links, start.memory)
+            constrain = self.constrain.for_trees(
+                part, part_data, part_memory, part_control, links, start.contacts
+            )
         part_stepper = Stepper(
-            part, part_data, part_control, part_inputs, self.fields, self.settings, constrain
+            part,
+            part_data,
+            part_memory,
+            part_control,
+            part_inputs,
+            self.fields,
+            self.settings,
+            constrain,
         )
         part_states = tuple(
             State(
@@ -496,12 +518,7 @@ class Stepper:
             )
             for spare in (False, True)
         )
-        part_start = _StepStart(
-            start.dw[:, chosen],
-            start.dw_count,
-            start.constrained[rows],
-            None if constrain is None else constrain.memory,
-        )
+        part_start = _StepStart(part_memory.copy(), None if constrain is None else constrain.memory)
         current, _, first, second = part_stepper._in_halves(
             part_states, end, h, False, depth, part_start
         )
@@ -511,9 +528,7 @@ class Stepper:
             out.previous.put(current.previous, chosen, rows)
         else:
             integrators.first_order_step(out, integrators.tree_mask(model, trees))
-        data.dw[:, chosen] = part_data.dw
-        data.dw_previous[:, chosen] = part_data.dw_previous
-        data.constrained[rows] = part_data.constrained
+        self.memory.put(part_memory, chosen, rows)
         data.tree_update[rows] = part_data.tree_update
         if constrain is not None:
             self.constrain.take_back(constrain, links)

@@ -47,7 +47,7 @@ from .dynamics import Data
 from .errors import WorkerError
 from .integrators import SolverSettings, StepStats
 from .model import Model, select_trees
-from .state import Control, State
+from .state import Control, State, StepMemory
 from .stepping import Constrain, Stepper, fields_at_links
 
 try:
@@ -479,10 +479,12 @@ def _enclosing_packages() -> list[tuple[str, list[str]]]:
 
 @dataclass(eq=False)
 class _Group:
-    """What a worker holds between messages: its model, workspace, state and control."""
+    """What a worker holds between messages: its model, workspace, step memory, state and
+    control."""
 
     model: Model
     data: Data
+    memory: StepMemory
     state: State
     spare: State
     control: Control
@@ -513,7 +515,16 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
                 control = Control.from_model(model, gravity)
                 solver = None if constraints is None else ConstraintSolver(model, *constraints)
                 data = Data.for_model(model)
-                group = _Group(model, data, state, state.copy(), control, settings, solver)
+                group = _Group(
+                    model,
+                    data,
+                    StepMemory.for_model(model),
+                    state,
+                    state.copy(),
+                    control,
+                    settings,
+                    solver,
+                )
                 send(("ready",))
             elif kind == "advance":
                 send(_advance(group, body, source, send))
@@ -536,7 +547,7 @@ def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tu
         setattr(control, name, value)
     solver = group.constraints
     if clear:
-        group.data.clear_predictor()
+        group.memory.forget()
         state.previous = None
         if solver is not None:
             solver.reset()
@@ -551,11 +562,18 @@ def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tu
     if solver is not None:
         obstacle_motion = None if solver.obstacles is None else (lambda time: sample(time)[2])
         constrain = Constrain(
-            model, group.data, control, solver, lambda time: sample(time)[0], obstacle_motion
+            model,
+            group.data,
+            group.memory,
+            control,
+            solver,
+            lambda time: sample(time)[0],
+            obstacle_motion,
         )
     stepper = Stepper(
         model,
         group.data,
+        group.memory,
         control,
         lambda time: sample(time)[:2],
         fields,

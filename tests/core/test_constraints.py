@@ -897,9 +897,9 @@ def test_a_tree_under_constraint_forces_repeats_its_last_velocity_change_as_firs
     for _ in range(3):
         sim.advance(1 / 24, STILL, obstacle_motion=_placed(plane, _pose()))
     assert sim.constraint_stats.contacts > 0
-    data, w = sim.data, sim.state.w
-    guess = model.to_strand_order(integrators.first_guess(data, w))
-    last_change = model.to_strand_order(w + data.dw)
+    memory, w = sim.memory, sim.state.w
+    guess = model.to_strand_order(integrators.first_guess(memory, w))
+    last_change = model.to_strand_order(w + memory.dw)
     np.testing.assert_allclose(guess[:4], last_change[:4], rtol=1e-14, atol=1e-15)
     assert np.abs(guess[4:] - last_change[4:]).max() > 1e-6
 

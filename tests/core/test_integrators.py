@@ -27,7 +27,7 @@ from oriented_strands.core.integrators import (
     step_implicit,
 )
 from oriented_strands.core.model import select_trees
-from oriented_strands.core.state import Control, PreviousStep, State
+from oriented_strands.core.state import Control, PreviousStep, State, StepMemory
 from strands import FREE, STILL, polyline, random_tree, scene_frames, soft_hair, swaying_base
 
 
@@ -249,7 +249,16 @@ def test_implicit_step_converges_to_dense_reference(backend):
     model, control, state = _swaying_at_random_velocities(backend, rng, specs, parameters)
     settings = SolverSettings(newton_tolerance=1e-12, newton_max_iterations=60)
     out = state.copy()
-    stats = step_implicit(model, Data.for_model(model), state, control, 1 / 96, settings, out)
+    stats = step_implicit(
+        model,
+        Data.for_model(model),
+        StepMemory.for_model(model),
+        state,
+        control,
+        1 / 96,
+        settings,
+        out,
+    )
     dense = step_dense_reference(model, Data.for_model(model), state, control, 1 / 96)
     assert stats.iterations < settings.newton_max_iterations
     assert np.abs(backend.to_host(out.w) - backend.to_host(dense.w)).max() < 1e-8
@@ -270,10 +279,27 @@ def test_trees_left_unconverged_take_newtons_method_with_the_exact_jacobian(back
     assert model.n_trees == 2
     settings = SolverSettings(newton_tolerance=1e-10, newton_max_iterations=3)
     out = state.copy()
-    unfinished = step_implicit(model, Data.for_model(model), state, control, 1 / 96, settings, out)
+    unfinished = step_implicit(
+        model,
+        Data.for_model(model),
+        StepMemory.for_model(model),
+        state,
+        control,
+        1 / 96,
+        settings,
+        out,
+    )
     assert unfinished.largest_update > 1e-3
     stats = step_implicit(
-        model, Data.for_model(model), state, control, 1 / 96, settings, out, finish_exactly=True
+        model,
+        Data.for_model(model),
+        StepMemory.for_model(model),
+        state,
+        control,
+        1 / 96,
+        settings,
+        out,
+        finish_exactly=True,
     )
     dense = step_dense_reference(model, Data.for_model(model), state, control, 1 / 96)
     assert stats.iterations > settings.newton_max_iterations
@@ -301,7 +327,7 @@ def test_explicit_acceleration_matches_pinocchio_forward_dynamics(backend):
     from oriented_strands.core.integrators import step_explicit
 
     h = 1e-3
-    step_explicit(model, Data.for_model(model), state, control, h, out)
+    step_explicit(model, Data.for_model(model), StepMemory.for_model(model), state, control, h, out)
     acceleration = (backend.to_host(out.w).T - w) / h
 
     pin_model, order = reference.build(model, free_flyer=False)
@@ -331,9 +357,9 @@ def test_a_float32_model_steps_in_float32(backend):
     assert residual(
         model, data, Scheme.backward_euler(state.w, h), q_new, w_new, control
     ).dtype == (single.float)
-    out = state.copy()
-    step_implicit(model, data, state, control, h, SolverSettings(), out)
-    assert data.dw.dtype == data.x.dtype == out.q.dtype == single.float
+    out, memory = state.copy(), StepMemory.for_model(model)
+    step_implicit(model, data, memory, state, control, h, SolverSettings(), out)
+    assert memory.dw.dtype == data.x.dtype == out.q.dtype == single.float
     assert np.isfinite(backend.to_host(out.q)).all()
 
 
@@ -350,9 +376,9 @@ def _first_guess_errors(backend, h, duration=0.25):
     sim = Simulation(model, settings)
     for _ in range(int(round(duration / h))):
         sim.advance(h, swaying_base)
-    assert sim.data.dw_count == 2
-    extrapolated = backend.to_host(first_guess(sim.data, sim.state.w))
-    last_change = backend.to_host(sim.state.w + sim.data.dw)
+    assert sim.memory.dw_count == 2
+    extrapolated = backend.to_host(first_guess(sim.memory, sim.state.w))
+    last_change = backend.to_host(sim.state.w + sim.memory.dw)
     sim.advance(h, swaying_base)
     converged = backend.to_host(sim.state.w)
     return np.abs(extrapolated - converged).max(), np.abs(last_change - converged).max()
@@ -375,10 +401,10 @@ def test_a_reset_forgets_the_steps_the_first_guess_extrapolates(backend):
     sim = Simulation(model, SolverSettings(substeps=1))
     sim.advance(1 / 96, swaying_base)
     sim.advance(1 / 96, swaying_base)
-    assert sim.data.dw_count == 2
+    assert sim.memory.dw_count == 2
     sim.reset()
-    assert sim.data.dw_count == 0
-    guess = first_guess(sim.data, sim.state.w)
+    assert sim.memory.dw_count == 0
+    guess = first_guess(sim.memory, sim.state.w)
     np.testing.assert_array_equal(backend.to_host(guess), backend.to_host(sim.state.w))
 
 
@@ -581,7 +607,9 @@ def test_bdf2_step_converges_to_dense_reference(backend):
     scheme = Scheme.for_step(model, state, h, settings, model.xp.zeros(model.n_trees, dtype=bool))
     assert scheme.offset is not None
     out = state.copy()
-    stats = step_implicit(model, Data.for_model(model), state, control, h, settings, out)
+    stats = step_implicit(
+        model, Data.for_model(model), StepMemory.for_model(model), state, control, h, settings, out
+    )
     dense = step_dense_reference(model, Data.for_model(model), state, control, h, scheme=scheme)
     assert stats.iterations < settings.newton_max_iterations
     assert np.abs(backend.to_host(out.w) - backend.to_host(dense.w)).max() < 1e-8
