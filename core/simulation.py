@@ -438,12 +438,9 @@ class _Before:
         return cls(
             simulation.state.copy(),
             simulation.memory.copy(),
-            # The control's fields are replaced, not written into, but for those force fields
-            # fill in place.
             dataclasses.replace(
                 control,
-                wind_velocity=control.wind_velocity.copy(),
-                external_force=control.external_force.copy(),
+                **{name: getattr(control, name).copy() for name in Control.FILLED_IN_PLACE},
             ),
             simulation.stats,
             None if constraints is None else constraints.kept(),
@@ -455,7 +452,7 @@ class _Before:
         simulation.memory.restore(self.memory)
         control = simulation.control
         for item in dataclasses.fields(Control):
-            if item.name in ("wind_velocity", "external_force"):
+            if item.name in Control.FILLED_IN_PLACE:
                 getattr(control, item.name)[...] = getattr(self.control, item.name)
             else:
                 setattr(control, item.name, getattr(self.control, item.name))

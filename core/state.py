@@ -256,6 +256,9 @@ class Control:
     interaction_velocity: Any = None
     interaction_force: Any = None
 
+    # The fields that force fields fill in place (:mod:`.fields`); every other field is replaced,
+    # never written into.
+    FILLED_IN_PLACE = ("wind_velocity", "external_force")
     PARAMETERS = (
         "bend_stiffness",
         "twist_stiffness",

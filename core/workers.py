@@ -72,9 +72,6 @@ MAX_AUTOMATIC_WORKERS = 8
 # Pipe capacity asked for (Linux's default limit for a process without privileges).
 PIPE_BYTES = 1 << 20
 
-# Per-link fields that force fields evaluated in a worker write, and the parent stores back.
-_FIELD_CONTROL = ("wind_velocity", "external_force")
-
 # What a worker process runs first. Ctrl-C in a terminal reaches every process of its group: the
 # parent stops and ends its workers, so a worker ignores it rather than print a traceback of its
 # own.
@@ -582,7 +579,7 @@ def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tu
     )
     group.state, group.spare, stats = stepper.advance((state, group.spare), start, h, substeps)
     field_values = (
-        {} if fields is None else {name: getattr(control, name) for name in _FIELD_CONTROL}
+        {} if fields is None else {name: getattr(control, name) for name in Control.FILLED_IN_PLACE}
     )
     constrained = ConstraintStats() if solver is None else solver.stats
     return ("done", group.state.q, group.state.w, stats, field_values, constrained)
