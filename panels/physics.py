@@ -199,7 +199,11 @@ class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):
     def draw(self, context: bpy.types.Context) -> None:
         layout, props = self._layout(context)
         layout.prop(props, "solver_method")
-        layout.prop(props, "substeps")
+        layout.prop(props, "substep_unit")
+        if props.substep_unit == "SECOND":
+            layout.prop(props, "steps_per_second")
+        else:
+            layout.prop(props, "substeps")
         column = layout.column(align=True)
         column.active = props.solver_method == "IMPLICIT"
         column.prop(props, "solver_order")

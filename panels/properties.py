@@ -696,6 +696,41 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         options=STATIC,
         update=_parameters_changed,
     )
+    substep_unit: EnumProperty(
+        name="Steps",
+        description="Whether the simulation's step is set per frame or per second of animation",
+        items=[
+            (
+                "SECOND",
+                "Per Second",
+                "Steps per second of animation: the same motion at any frame rate (each frame "
+                "takes the whole number of steps nearest above its share)",
+            ),
+            (
+                "FRAME",
+                "Per Frame",
+                "Substeps per frame: the step, and with it the motion, changes with the frame rate",
+            ),
+        ],
+        # New systems step per second (add_strand_systems); files made before this setting
+        # existed keep their substeps per frame.
+        default="FRAME",
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    steps_per_second: IntProperty(
+        name="Steps per Second",
+        description=(
+            "Simulation steps per second of animation (96: 4 per frame at 24 fps, 2 at 60 "
+            "fps): more are more accurate and cost proportionally more time"
+        ),
+        default=96,
+        min=1,
+        soft_max=2000,
+        max=1000000,
+        options=STATIC,
+        update=_parameters_changed,
+    )
     substeps: IntProperty(
         name="Substeps",
         description=(

@@ -112,7 +112,7 @@ def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSetting
             solver=SolverSettings(
                 method=props.solver_method.lower(),
                 order=2 if props.solver_order == "BDF2" else 1,
-                substeps=props.substeps,
+                substeps=substeps_per_frame(props, scene),
                 newton_tolerance=props.newton_tolerance,
                 newton_max_iterations=props.newton_max_iterations,
                 strict=props.stop_on_failure,
@@ -390,6 +390,16 @@ def strand_parameters(layout: StrandLayout, model: ModelSettings, values: dict) 
         ),
         **engine_parameters(layout, model, values),
     )
+
+
+def substeps_per_frame(props: bpy.types.PropertyGroup, scene: bpy.types.Scene) -> int:
+    """The steps a frame takes: *Substeps* per frame, or per second the whole number of steps
+    nearest above the frame's share of *Steps per Second*."""
+    if props.substep_unit == "FRAME":
+        return props.substeps
+    share = props.steps_per_second / frames_per_second(scene)
+    # The share's rounding (96 / 24 is 4.000000000000001 at some frame rates) is not a step.
+    return max(1, math.ceil(share - 1e-9))
 
 
 def frames_per_second(scene: bpy.types.Scene) -> float:

@@ -151,7 +151,16 @@ def add_strand_systems(
             )
     check_preview_support()
     requests = [(ob, *_requested_range(ob, scene)) for ob in new]
-    built = _prepare_and_build(scene, view_layer, requests)
+    # A new system steps per second of animation, so that its motion does not change with the
+    # frame rate (the property's default, per frame, is what files made before it had).
+    for ob in new:
+        getattr(ob, PROPERTY_GROUP).substep_unit = "SECOND"
+    try:
+        built = _prepare_and_build(scene, view_layer, requests)
+    except Exception:
+        for ob in new:
+            getattr(ob, PROPERTY_GROUP).property_unset("substep_unit")
+        raise
     for ob, start, end in requests:
         state = built[ob.name]
         props = getattr(ob, PROPERTY_GROUP)

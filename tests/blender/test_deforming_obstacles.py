@@ -63,6 +63,7 @@ def _lying_strands(count=10, substeps=4):
     props.youngs_modulus = 0.02
     props.collision_radius = RADIUS
     props.collision_tip = 1.0
+    props.substep_unit = "FRAME"
     props.substeps = substeps
     return ob
 
