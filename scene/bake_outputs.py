@@ -448,6 +448,36 @@ def _cache_path(ob: bpy.types.Object) -> str:
     return os.path.normpath(bpy.path.abspath(getattr(ob, BAKE_PROPERTY_GROUP).cache_file))
 
 
+# The baked hair objects' cache paths as they were before a save remapped them (by object name),
+# put back if the save was a copy or failed (remap_hair_caches, restore_after_copy).
+_paths_before_save: dict[str, str] = {}
+
+
+def remap_hair_caches(filepath: str) -> None:
+    """Before the file is saved as ``filepath``: make every baked hair object's relative cache
+    path relative to where the file goes, so that the bake plays from there (Blender remaps its
+    own relative paths on Save As the same way; the caches stay where they are)."""
+    _paths_before_save.clear()
+    folder = os.path.dirname(os.path.abspath(filepath))
+    for ob in bpy.data.objects:
+        props = getattr(ob, BAKE_PROPERTY_GROUP)
+        if props.target != HAIR or not props.cache_file.startswith("//"):
+            continue
+        _paths_before_save[ob.name] = props.cache_file
+        props.cache_file = bpy.path.relpath(_cache_path(ob), start=folder)
+
+
+def restore_after_copy(filepath: str) -> None:
+    """After a save as ``filepath``, or its failure: where the open file is still the old one
+    (a copy, or nothing saved), put back the cache paths :func:`remap_hair_caches` remapped."""
+    if os.path.normpath(bpy.data.filepath) != os.path.normpath(os.path.abspath(filepath)):
+        for name, path in _paths_before_save.items():
+            ob = bpy.data.objects.get(name)
+            if ob is not None:
+                getattr(ob, BAKE_PROPERTY_GROUP).cache_file = path
+    _paths_before_save.clear()
+
+
 def forget_cache(path: str) -> None:
     """Close a memory-mapped cache (before it is replaced or deleted)."""
     _open_caches.pop(os.path.normpath(path), None)

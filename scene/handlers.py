@@ -48,9 +48,27 @@ def on_load_post(*_args: object) -> None:
         systems.request_refresh()
 
 
+@persistent
+def on_save_pre(filepath: str = "", *_args: object) -> None:
+    """Keep baked hair playing from the file's new folder (Save As)."""
+    if filepath:
+        bake_outputs.remap_hair_caches(filepath)
+
+
+@persistent
+def on_save_post(filepath: str = "", *_args: object) -> None:
+    """After Save Copy, or a save that failed, the open file stays where it was: so do its
+    cache paths."""
+    if filepath:
+        bake_outputs.restore_after_copy(filepath)
+
+
 HANDLERS = (
     (bpy.app.handlers.frame_change_post, on_frame_change_post),
     (bpy.app.handlers.load_post, on_load_post),
+    (bpy.app.handlers.save_pre, on_save_pre),
+    (bpy.app.handlers.save_post, on_save_post),
+    (bpy.app.handlers.save_post_fail, on_save_post),
 )
 
 

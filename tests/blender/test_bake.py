@@ -395,3 +395,27 @@ def test_objects_whose_names_clean_alike_get_their_own_cache_files(factory_scene
     }
     assert caches == {"twig?": "//strands_cache/twig_.npy", "twig!": "//strands_cache/twig__2.npy"}
     assert np.load(tmp_path / "strands_cache" / "twig__2.npy").shape == (FRAMES, 17, 3)
+
+
+def test_baked_hair_plays_after_save_as_into_another_folder(factory_scene, tree, tmp_path):
+    """Baked in one folder, saved as into another (the cache stays where it was written) and
+    reopened from there: the hair plays its bake; a Save Copy elsewhere, and a save that fails,
+    leave the open file's cache path as it was."""
+    live = _live(factory_scene, tree, range(1, FRAMES + 1))
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    elsewhere = tmp_path / "shots" / "final"
+    elsewhere.mkdir(parents=True)
+    hair = bpy.data.objects["tree_baked_hair"]
+    with pytest.raises(RuntimeError, match="Cannot open file"):
+        bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "missing" / "copy.blend"))
+    assert hair.oriented_strands_bake.cache_file == "//strands_cache/tree.npy"
+    bpy.ops.wm.save_as_mainfile(filepath=str(elsewhere / "copy.blend"), copy=True)
+    assert hair.oriented_strands_bake.cache_file == "//strands_cache/tree.npy"
+    bpy.ops.wm.save_as_mainfile(filepath=str(elsewhere / "moved.blend"))
+    assert hair.oriented_strands_bake.cache_file == "//../../strands_cache/tree.npy"
+    bpy.ops.wm.open_mainfile(filepath=str(elsewhere / "moved.blend"))
+    scene = bpy.context.scene
+    for frame in (6, 2):
+        scene.frame_set(frame)
+        np.testing.assert_array_equal(_hair_points(scene.objects["tree_baked_hair"]), live[frame])
