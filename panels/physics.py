@@ -251,6 +251,10 @@ class OBJECT_PT_oriented_strands_bake(_StrandSubPanel, bpy.types.Panel):
             row.operator(f"oriented_strands.export_alembic_{suffix}", text="", icon="EXPORT")
             for ob in baked:
                 bake = ob.oriented_strands_bake
+                missing = scene.missing_cache(ob)
+                if missing:
+                    column.label(text=f"{ob.name}: cache {missing} is missing", icon="ERROR")
+                    continue
                 column.label(
                     text=f"{ob.name}: frames {bake.frame_start}–{bake.frame_end}", icon="CHECKMARK"
                 )

@@ -9,7 +9,7 @@ caches and Alembic. Operators and panels call only what is re-exported here.
 from . import handlers
 from .alembic import export_alembic
 from .bake import BakeJob, bake_systems
-from .bake_outputs import BAKE_TARGET_ITEMS, baked_objects, free_bake
+from .bake_outputs import BAKE_TARGET_ITEMS, baked_objects, free_bake, missing_cache
 from .errors import SceneInputError
 from .inputs import STRAND_OBJECT_TYPES
 from .strands import preset_names, preset_property_values
@@ -50,6 +50,7 @@ __all__ = [
     "ignored_fields",
     "input_changed",
     "is_strand_system",
+    "missing_cache",
     "obstacle_names",
     "obstacles_setting_changed",
     "preset_names",

@@ -478,6 +478,15 @@ def restore_after_copy(filepath: str) -> None:
     _paths_before_save.clear()
 
 
+def missing_cache(ob: bpy.types.Object) -> str:
+    """Where a baked hair object's cache should be but is not (its path as stored), or "": the
+    bake cannot play (the file moved without its ``strands_cache`` folder, say)."""
+    props = getattr(ob, BAKE_PROPERTY_GROUP)
+    if props.target != HAIR or os.path.isfile(_cache_path(ob)):
+        return ""
+    return props.cache_file
+
+
 def forget_cache(path: str) -> None:
     """Close a memory-mapped cache (before it is replaced or deleted)."""
     _open_caches.pop(os.path.normpath(path), None)

@@ -10,7 +10,13 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from scene_builders import add_strand_system, grid_mesh, poly_curve, select_only  # noqa: E402
+from scene_builders import (  # noqa: E402
+    add_strand_system,
+    grid_mesh,
+    poly_curve,
+    saved_swinging_tree,
+    select_only,
+)
 
 pytestmark = pytest.mark.usefixtures("extension")
 
@@ -173,3 +179,18 @@ def test_obstacles_show_their_shape_and_material():
         ("prop", "static_friction"),
         ("prop", "dynamic_friction"),
     } <= set(drawn)
+
+
+def test_the_bake_panel_shows_a_hair_cache_that_went_missing(factory_scene, tmp_path):
+    """A hair bake whose cache file is gone (the .blend moved without its strands_cache
+    folder) shows as missing in the Bake panel, naming the path it looks for."""
+    from oriented_strands.panels import physics
+
+    tree = saved_swinging_tree(factory_scene, tmp_path, 4)
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    labels = [text for kind, text in _draw(physics.OBJECT_PT_oriented_strands_bake, bpy.context)]
+    assert "tree_baked_hair: frames 1–4" in labels
+    (tmp_path / "strands_cache" / "tree.npy").unlink()
+    labels = [text for kind, text in _draw(physics.OBJECT_PT_oriented_strands_bake, bpy.context)]
+    assert "tree_baked_hair: cache //strands_cache/tree.npy is missing" in labels
