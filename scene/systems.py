@@ -279,12 +279,25 @@ def parameters_changed(ob: bpy.types.Object) -> None:
 
 
 def input_changed(ob: bpy.types.Object, reason: str) -> None:
-    """Something sampled from the scene changed (``reason`` says what): sample it again."""
+    """A setting that decides what is sampled from the scene changed (``reason`` says what):
+    sample it again. Called from the settings' updates, never from a frame handler."""
     state = runtime(ob)
-    if state is not None:
-        state.stale = reason
-        state.free_frames()
+    if state is None:
+        return
+    state.stale = reason
+    state.free_frames()
+    if not bpy.app.background:
         request_refresh()
+        return
+    # Background Blender runs no timer: read it again now, so that a script's next frame
+    # change simulates with the new setting rather than nothing.
+    context = bpy.context
+    if context.scene is None or context.view_layer is None:
+        return
+    try:
+        free_cache(context.scene, context.view_layer, ob)
+    except StrandError as error:
+        log.warning("Oriented Strands: %s", error)
 
 
 def obstacles_setting_changed(ob: bpy.types.Object) -> None:
@@ -456,8 +469,9 @@ def _request_read(ob: bpy.types.Object) -> None:
 def request_refresh() -> None:
     """In the UI, re-read outdated systems soon, outside the frame handler.
 
-    Background Blender runs no timers: there, scripts call ``bpy.ops.oriented_strands.free_cache``
-    after editing curves or the animation that carries them (the status says so).
+    Background Blender runs no timers: there a system's settings re-read it when they are set
+    (:func:`input_changed`), and scripts call ``bpy.ops.oriented_strands.free_cache`` after
+    editing curves or the animation that carries them (the status says so).
     """
     global _refresh_scheduled
     if bpy.app.background or _refresh_scheduled:
