@@ -133,7 +133,12 @@ def run(arguments: argparse.Namespace, wrote: Callable[[str], None]) -> None:
         )
     save_as = None
     if arguments.save_as:
-        save_as = os.path.abspath(arguments.save_as)
+        # A ``//`` path is relative to the .blend being baked, as in Blender.
+        blend = os.path.abspath(arguments.blend) if arguments.blend else bpy.data.filepath
+        save_as = arguments.save_as
+        if save_as.startswith("//"):
+            save_as = os.path.join(os.path.dirname(blend), save_as[2:])
+        save_as = os.path.abspath(save_as)
         if not save_as.endswith(".blend"):
             raise BakeCommandError(f"--save-as: {arguments.save_as!r} is not a .blend file path")
         folder = os.path.dirname(save_as)

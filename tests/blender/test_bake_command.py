@@ -86,6 +86,20 @@ def test_a_frame_range_and_several_targets_in_one_run(tree, tmp_path, capsys):
     assert len(bpy.data.objects["tree_rig"].data.bones) == 9
 
 
+def test_a_save_as_path_starting_with_slashes_is_relative_to_the_blend(tree, tmp_path, capsys):
+    """``--save-as //jobs/tree.blend`` (the farm recipe of docs/baking.md) goes next to the
+    baked .blend, in its ``jobs`` folder, and nowhere else."""
+    from oriented_strands import bake
+
+    (tmp_path / "jobs").mkdir()
+    status = bake.main(
+        [str(tmp_path / "tree.blend"), "--target", "hair", "--save-as", "//jobs/tree.blend"]
+    )
+    assert status == 0, capsys.readouterr().err
+    assert (tmp_path / "jobs" / "tree.blend").is_file()
+    assert (tmp_path / "jobs" / "strands_cache" / "tree.npy").is_file()
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
