@@ -161,8 +161,9 @@ def run(arguments: argparse.Namespace, wrote: Callable[[str], None]) -> None:
     context = bpy.context
     objects = _systems(bpy, scene, arguments.objects)
     if arguments.frames:
-        for ob in objects:
-            ob.oriented_strands.frame_start, ob.oriented_strands.frame_end = arguments.frames
+        with scene.settings_changed_together(context.scene, context.view_layer):
+            for ob in objects:
+                ob.oriented_strands.frame_start, ob.oriented_strands.frame_end = arguments.frames
     baked = scene.bake_systems(context.scene, context.view_layer, objects, targets)
     for ob in baked:
         wrote(f"object {ob.name}")

@@ -29,6 +29,7 @@ from .systems import (
     remove_strand_system,
     reset_to_rest,
     runtime,
+    settings_changed_together,
     status,
 )
 
@@ -60,5 +61,6 @@ __all__ = [
     "remove_strand_system",
     "reset_to_rest",
     "runtime",
+    "settings_changed_together",
     "status",
 ]

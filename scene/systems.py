@@ -7,8 +7,10 @@ memory, keyed by the object's ``session_uid``, and is never saved in the .blend 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+from collections.abc import Iterator
 from dataclasses import replace
 
 import bpy
@@ -37,6 +39,9 @@ _runtimes: dict[int, StrandSystemRuntime] = {}
 # frame handler asks for another read only once the curves change, not on every frame.
 _read_failures: dict[int, tuple[str, str]] = {}
 _refresh_scheduled = False
+# While set (settings_changed_together), background Blender leaves outdated systems to be read
+# once at the end rather than at every setting.
+_reads_deferred = False
 
 BACKEND_LABELS = {"numpy": "NumPy (CPU)", "cupy": "CuPy (NVIDIA GPU)"}
 
@@ -290,14 +295,31 @@ def input_changed(ob: bpy.types.Object, reason: str) -> None:
         request_refresh()
         return
     # Background Blender runs no timer: read it again now, so that a script's next frame
-    # change simulates with the new setting rather than nothing.
+    # change simulates with the new setting rather than nothing. A setting that fails to read
+    # (a frame range half set) leaves the system outdated, which the frame change reports.
     context = bpy.context
-    if context.scene is None or context.view_layer is None:
+    if _reads_deferred or context.scene is None or context.view_layer is None:
         return
-    try:
+    with contextlib.suppress(StrandError):
         free_cache(context.scene, context.view_layer, ob)
-    except StrandError as error:
-        log.warning("Oriented Strands: %s", error)
+
+
+@contextlib.contextmanager
+def settings_changed_together(
+    scene: bpy.types.Scene, view_layer: bpy.types.ViewLayer
+) -> Iterator[None]:
+    """Set several settings of strand systems at once: in background Blender the systems they
+    outdate are read again once, at the end, not at every setting (nor between two settings
+    that are only valid together, such as a frame range's start and end)."""
+    global _reads_deferred
+    deferred, _reads_deferred = _reads_deferred, True
+    try:
+        yield
+    finally:
+        _reads_deferred = deferred
+    if bpy.app.background and not deferred:
+        for problem in refresh(scene, view_layer):
+            log.warning("Oriented Strands: %s", problem)
 
 
 def obstacles_setting_changed(ob: bpy.types.Object) -> None:

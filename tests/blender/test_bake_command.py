@@ -229,3 +229,29 @@ def _children(pid):
         if int(fields[1]) == pid:
             children.append(entry)
     return children
+
+
+def test_a_frame_range_past_the_systems_reads_the_scene_once(tree, tmp_path, monkeypatch, caplog):
+    """``--frames 14-20`` on a system of frames 1–8: its start is past its old end until its end
+    is set too, so the two are set together and the scene is read again once, at the end (set
+    one by one, each would read it, the first a range that ends before it starts), and nothing
+    is logged."""
+    from oriented_strands import bake
+    from oriented_strands.scene import systems
+
+    reads = []
+    prepare = systems._prepare_and_build
+    monkeypatch.setattr(
+        systems, "_prepare_and_build", lambda *args: reads.append(args) or prepare(*args)
+    )
+    with caplog.at_level("WARNING"):
+        status = bake.main(
+            [str(tmp_path / "tree.blend"), "--frames", "14-20", "--target", "shape_keys"]
+        )
+    assert status == 0
+    # Opening the file reads it, then the range set together once, then the bake.
+    ranges = [tuple(request[1:]) for _, _, [request] in reads]
+    assert ranges == [(1, FRAMES), (14, 20), (14, 20)]
+    assert not [record for record in caplog.records if "Oriented Strands" in record.getMessage()]
+    keys = bpy.data.objects["tree_shape_keys"].data.shape_keys.key_blocks
+    assert keys[-1].name == "frame_0020"
