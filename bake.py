@@ -126,11 +126,6 @@ def run(arguments: argparse.Namespace, wrote: Callable[[str], None]) -> None:
     from . import scene
 
     targets = [TARGETS[t] for t in dict.fromkeys(arguments.target)]
-    if arguments.alembic and len(targets) != 1:
-        raise BakeCommandError(
-            "--alembic needs exactly one --target: Blender's exporter writes shape-keyed curves "
-            "as meshes and hair as curves, never both in one file"
-        )
     save_as = None
     if arguments.save_as:
         # A ``//`` path is relative to the .blend being baked, as in Blender.
@@ -191,8 +186,14 @@ def _saving(path: str, save: Callable[[], object]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
+    parser = _parser()
     try:
-        arguments = _parser().parse_args(argv)
+        arguments = parser.parse_args(argv)
+        if arguments.alembic and len(dict.fromkeys(arguments.target)) != 1:
+            parser.error(
+                "--alembic needs exactly one --target: Blender's exporter writes shape-keyed "
+                "curves as meshes and hair as curves, never both in one file"
+            )
     except SystemExit as exit_:
         return int(exit_.code or 0)
     # Blender keeps its configuration where this points when it starts (bpy's import): as a
