@@ -175,6 +175,9 @@ def add_strand_systems(
         props.preview_object = create_preview(
             ob, state.layout.point_counts, state.point_radius, state.rest_points()
         )
+        # The preview renders the simulation with the curves' materials: the curves themselves,
+        # still in their drawn shape, would render beside it.
+        ob.hide_render = True
         _runtimes[ob.session_uid] = state
     depsgraph = bpy.context.evaluated_depsgraph_get()
     for ob in new:
@@ -183,10 +186,12 @@ def add_strand_systems(
 
 
 def remove_strand_system(ob: bpy.types.Object) -> None:
-    """Delete the system's preview object and runtime, and reset its settings."""
+    """Delete the system's preview object and runtime, reset its settings and render the curves
+    again."""
     props = getattr(ob, PROPERTY_GROUP)
     if props.preview_object is not None:
         remove_preview(props.preview_object)
+    ob.hide_render = False
     _runtimes.pop(ob.session_uid, None)
     _read_failures.pop(ob.session_uid, None)
     ob.property_unset(PROPERTY_GROUP)

@@ -162,9 +162,14 @@ def test_a_disabled_system_shows_its_rest_shape(factory_scene, ponytail):
 
 
 def test_removing_the_system_deletes_its_preview_and_keeps_the_curves(factory_scene, ponytail):
+    """While a system, the curves do not render (its preview renders the simulation with their
+    materials); removed, the preview goes and the curves render again."""
     preview_name = ponytail.oriented_strands.preview_object.name
+    assert ponytail.hide_render
+    assert not ponytail.oriented_strands.preview_object.hide_render
     _play(factory_scene, range(1, 4))
     assert bpy.ops.oriented_strands.remove_strand_system() == {"FINISHED"}
+    assert not ponytail.hide_render
     assert preview_name not in bpy.data.objects
     assert not bpy.data.hair_curves
     assert not ponytail.oriented_strands.is_system
