@@ -242,14 +242,16 @@ class Scheme:
         back = spatial.quat_log(
             xp, spatial.quat_multiply(xp, spatial.quat_conjugate(xp, state.q), previous.q)
         )
+        gamma = (2.0 / 3.0) * h
+        start = (4.0 * state.w - previous.w) * (1.0 / 3.0)
+        offset = back * (-1.0 / 3.0)
         if every:
-            start = (4.0 * state.w - previous.w) * (1.0 / 3.0)
-            return cls((2.0 / 3.0) * h, start, back * (-1.0 / 3.0), trees)
+            return cls(gamma, start, offset, trees)
         links = trees[model.link_tree]
         return cls(
-            xp.where(links, (2.0 / 3.0) * h, h).astype(state.w.dtype),
-            xp.where(links, (4.0 * state.w - previous.w) * (1.0 / 3.0), state.w),
-            xp.where(links, back * (-1.0 / 3.0), 0.0).astype(state.w.dtype),
+            xp.where(links, gamma, h).astype(state.w.dtype),
+            xp.where(links, start, state.w),
+            xp.where(links, offset, 0.0).astype(state.w.dtype),
             trees,
         )
 
