@@ -234,19 +234,23 @@ def _swaying_at_random_velocities(backend, rng, specs, parameters):
     return model, control, state
 
 
+# A branched tree with springs, damping and drag, for the steps checked against the dense
+# reference.
+DAMPED_TREE = StrandParameters(
+    mass_per_length=0.05,
+    radius=5e-3,
+    bend_stiffness=1e-3,
+    twist_stiffness=5e-4,
+    bend_damping=1e-5,
+    twist_damping=1e-5,
+    drag=0.05,
+)
+
+
 def test_implicit_step_converges_to_dense_reference(backend):
     rng = np.random.default_rng(11)
     specs = random_tree(rng)
-    parameters = StrandParameters(
-        mass_per_length=0.05,
-        radius=5e-3,
-        bend_stiffness=1e-3,
-        twist_stiffness=5e-4,
-        bend_damping=1e-5,
-        twist_damping=1e-5,
-        drag=0.05,
-    )
-    model, control, state = _swaying_at_random_velocities(backend, rng, specs, parameters)
+    model, control, state = _swaying_at_random_velocities(backend, rng, specs, DAMPED_TREE)
     settings = SolverSettings(newton_tolerance=1e-12, newton_max_iterations=60)
     out = state.copy()
     stats = step_implicit(
@@ -589,17 +593,8 @@ def test_bdf2_step_converges_to_dense_reference(backend):
     with the dense finite-difference Jacobian of the BDF2 residual does, on a branched tree with
     springs, damping and drag whose base sways."""
     rng = np.random.default_rng(11)
-    parameters = StrandParameters(
-        mass_per_length=0.05,
-        radius=5e-3,
-        bend_stiffness=1e-3,
-        twist_stiffness=5e-4,
-        bend_damping=1e-5,
-        twist_damping=1e-5,
-        drag=0.05,
-    )
     model, control, state = _swaying_at_random_velocities(
-        backend, rng, random_tree(rng), parameters
+        backend, rng, random_tree(rng), DAMPED_TREE
     )
     h = 1 / 96
     state = _with_history(backend, model, state, rng, h)
@@ -627,28 +622,32 @@ def test_bdf2_keeps_the_energy_of_an_undamped_spinning_strand(backend):
     assert abs(sum(sim.energy()) / start - 1.0) < 1e-3
 
 
-@pytest.mark.slow
-def test_bdf2_converges_at_second_order_on_a_strand_swung_near_resonance():
-    """A 25 cm strand of 8 links hangs from a base swung ±5 cm at 1.4 Hz, near its first mode,
-    for half a second: against the same strand at 256 substeps a frame, the tip's largest error
-    falls at least 3.5 times per doubling of the substeps from 4 to 32 with BDF2, and backward
-    Euler's at 4 substeps is more than five times BDF2's (9.8 mm against 1.1 mm)."""
-    from oriented_strands.core import get_backend
+def _swung_sideways(amplitude, frequency):
+    """A base moved ``amplitude`` m sideways (x) and back at ``frequency`` Hz, with exact velocity
+    and acceleration."""
+    rate = 2 * np.pi * frequency
 
     def base(t):
-        rate = 2 * np.pi * 1.4
         zero = np.zeros((1, 3))
         return BaseMotion(
             np.eye(3)[None],
-            np.array([[0.05 * np.sin(rate * t), 0.0, 0.0]]),
+            np.array([[amplitude * np.sin(rate * t), 0.0, 0.0]]),
             zero,
-            np.array([[0.05 * rate * np.cos(rate * t), 0.0, 0.0]]),
+            np.array([[amplitude * rate * np.cos(rate * t), 0.0, 0.0]]),
             zero,
-            np.array([[-0.05 * rate**2 * np.sin(rate * t), 0.0, 0.0]]),
+            np.array([[-amplitude * rate**2 * np.sin(rate * t), 0.0, 0.0]]),
         )
 
-    model = build_model(
-        [StrandSpec(polyline(8, 0.25, (0.0, 0.0, -1.0)))],
+    return base
+
+
+def _hanging_hair(links, length):
+    """A straight strand of the benchmark's hair (0.01 kg/m, 2·10⁻⁴ N·m², no drag) hanging
+    down, on the NumPy backend."""
+    from oriented_strands.core import get_backend
+
+    return build_model(
+        [StrandSpec(polyline(links, length, (0.0, 0.0, -1.0)))],
         StrandParameters(
             mass_per_length=0.01,
             radius=1e-3,
@@ -660,6 +659,16 @@ def test_bdf2_converges_at_second_order_on_a_strand_swung_near_resonance():
         ),
         backend=get_backend("numpy"),
     )
+
+
+@pytest.mark.slow
+def test_bdf2_converges_at_second_order_on_a_strand_swung_near_resonance():
+    """A 25 cm strand of 8 links hangs from a base swung ±5 cm at 1.4 Hz, near its first mode,
+    for half a second: against the same strand at 256 substeps a frame, the tip's largest error
+    falls at least 3.5 times per doubling of the substeps from 4 to 32 with BDF2, and backward
+    Euler's at 4 substeps is more than five times BDF2's (9.8 mm against 1.1 mm)."""
+    base = _swung_sideways(0.05, 1.4)
+    model = _hanging_hair(8, 0.25)
 
     def tips(substeps, order=2):
         sim = Simulation(
@@ -700,33 +709,8 @@ def test_bdf2_gives_nearly_the_same_motion_at_24_30_and_60_fps():
     substeps per frame at 24, 30 and 60 frames per second: sampled every sixth of a second over
     2 s, BDF2's tips are within 10 mm (2 % of the length; 8.1 mm measured) of the 60 fps run;
     backward Euler's 24 fps run is 82 mm from its 60 fps one."""
-    from oriented_strands.core import get_backend
-
-    def base(t):
-        rate = 2 * np.pi
-        zero = np.zeros((1, 3))
-        return BaseMotion(
-            np.eye(3)[None],
-            np.array([[0.1 * np.sin(rate * t), 0.0, 0.0]]),
-            zero,
-            np.array([[0.1 * rate * np.cos(rate * t), 0.0, 0.0]]),
-            zero,
-            np.array([[-0.1 * rate**2 * np.sin(rate * t), 0.0, 0.0]]),
-        )
-
-    model = build_model(
-        [StrandSpec(polyline(25, 0.5, (0.0, 0.0, -1.0)))],
-        StrandParameters(
-            mass_per_length=0.01,
-            radius=1e-3,
-            bend_stiffness=2e-4,
-            twist_stiffness=2e-4,
-            bend_damping=2e-6,
-            twist_damping=2e-6,
-            drag=0.0,
-        ),
-        backend=get_backend("numpy"),
-    )
+    base = _swung_sideways(0.1, 1.0)
+    model = _hanging_hair(25, 0.5)
 
     def tips(fps, order=2):
         sim = Simulation(model, SolverSettings(order=order))
