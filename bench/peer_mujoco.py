@@ -121,21 +121,33 @@ def place_roots(model: mujoco.MjModel, roots: np.ndarray, directions: np.ndarray
     model.body_quat[chain_roots] = rotation_from_z(directions)
 
 
-def build_blocks(workload: Workload) -> list[Block]:
-    """The workload's strands as blocks of at most ``MAX_LINKS_PER_BLOCK`` links."""
+def build_blocks(
+    workload: Workload,
+    roots: np.ndarray | None = None,
+    directions: np.ndarray | None = None,
+    timestep: float = 1.0 / (FRAME_RATE * SUBSTEPS_PER_FRAME),
+    threads: int = THREADS,
+) -> list[Block]:
+    """The workload's strands as blocks of at most ``MAX_LINKS_PER_BLOCK`` links, rooted at
+    ``roots`` along ``directions`` ((strands, 3) each; by default on the head along its
+    normals), stepped at ``timestep`` (s) and shared among ``threads`` threads."""
+    if directions is None:
+        directions = workload.root_directions()
+    if roots is None:
+        roots = workload.head_radius * directions
     per_block = max(1, MAX_LINKS_PER_BLOCK // workload.links)
     # At least one block per thread, so every thread has work.
-    per_block = min(per_block, math.ceil(workload.strands / THREADS))
-    directions = workload.root_directions()
+    per_block = min(per_block, math.ceil(workload.strands / threads))
     templates: dict[int, mujoco.MjModel] = {}
     blocks = []
     for first in range(0, workload.strands, per_block):
-        chosen = directions[first : first + per_block]
-        size = len(chosen)
+        chosen = slice(first, first + per_block)
+        size = len(directions[chosen])
         if size not in templates:
-            templates[size] = mujoco.MjModel.from_xml_string(chain_model_xml(workload, size))
+            text = chain_model_xml(workload, size, timestep)
+            templates[size] = mujoco.MjModel.from_xml_string(text)
         model = copy.deepcopy(templates[size])
-        place_roots(model, workload.head_radius * chosen, chosen)
+        place_roots(model, roots[chosen], directions[chosen])
         data = mujoco.MjData(model)
         blocks.append(Block(model, data))
     return blocks

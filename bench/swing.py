@@ -29,7 +29,6 @@ The JSON goes to ``bench/results/swing-<host>-<time>.json``; a Markdown table to
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import platform
@@ -47,7 +46,7 @@ import numpy as np
 
 from oriented_strands import core
 
-from .peer_mujoco import THREADS, chain_model_xml, place_roots
+from .peer_mujoco import THREADS, Block, build_blocks
 from .workload import Workload
 
 FRAME_RATE = 24.0
@@ -120,30 +119,19 @@ class MuJoCo:
     """MuJoCo's ball-joint chains (``implicitfast``), in blocks stepped on ``threads`` threads."""
 
     def __init__(self, workload: Workload, substeps: int, threads: int) -> None:
-        per_block = max(1, 1024 // workload.links)
-        per_block = min(per_block, math.ceil(workload.strands / threads))
-        self.blocks = []
-        templates: dict[int, mujoco.MjModel] = {}
-        all_roots = roots(workload.strands)
         down = np.tile([0.0, 0.0, -1.0], (workload.strands, 1))
-        for first in range(0, workload.strands, per_block):
-            size = min(per_block, workload.strands - first)
-            if size not in templates:
-                text = chain_model_xml(workload, size, 1.0 / (FRAME_RATE * substeps))
-                templates[size] = mujoco.MjModel.from_xml_string(text)
-            model = copy.deepcopy(templates[size])
-            place_roots(model, all_roots[first : first + size], down[first : first + size])
-            self.blocks.append((model, mujoco.MjData(model)))
+        timestep = 1.0 / (FRAME_RATE * substeps)
+        self.blocks = build_blocks(workload, roots(workload.strands), down, timestep, threads)
         self.substeps, self.threads, self.links, self.frame = substeps, threads, workload.links, 0
         self.segment = workload.segment_length
 
-    def _step_blocks(self, blocks: Sequence[tuple[Any, Any]], first_step: int) -> None:
+    def _step_blocks(self, blocks: Sequence[Block], first_step: int) -> None:
         step = 1.0 / (FRAME_RATE * self.substeps)
         for substep in range(self.substeps):
             _, _, acceleration = base_offset((first_step + substep) * step)
-            for model, data in blocks:
-                model.opt.gravity[:] = (-acceleration, 0.0, -9.81)
-                mujoco.mj_step(model, data)
+            for block in blocks:
+                block.model.opt.gravity[:] = (-acceleration, 0.0, -9.81)
+                mujoco.mj_step(block.model, block.data)
 
     def advance(self, pool: ThreadPoolExecutor | None = None) -> None:
         first_step = self.frame * self.substeps
@@ -156,18 +144,18 @@ class MuJoCo:
         self.frame += 1
 
     def tips(self) -> np.ndarray:
-        """(strands, 3) tip positions relative to each root, m: the last body's frame plus one
-        segment along its z axis."""
+        """(strands, 3) tip positions relative to each root, m: the last link's frame plus one
+        segment along its z axis. Bodies 0 and 1 are the world and the head; each chain is its
+        root body (placed at the root) and then its links."""
         tips = []
-        for model, data in self.blocks:
+        per_chain = self.links + 1
+        for block in self.blocks:
+            model, data = block.model, block.data
             mujoco.mj_kinematics(model, data)
-            chains = model.nbody - 2  # world and head
-            per_chain = chains // self.links
-            for chain in range(per_chain):
-                last = 2 + chain * self.links + self.links - 1
+            for root in range(2, model.nbody, per_chain):
+                last = root + self.links
                 axis = data.xmat[last].reshape(3, 3)[:, 2]
-                root = model.body_pos[2 + chain * self.links]
-                tips.append(data.xpos[last] + self.segment * axis - root)
+                tips.append(data.xpos[last] + self.segment * axis - model.body_pos[root])
         return np.array(tips)
 
 
