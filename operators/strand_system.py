@@ -7,7 +7,7 @@ operator; ``scene`` guarantees nothing was changed when they are raised.
 from __future__ import annotations
 
 import bpy
-from bpy.props import EnumProperty
+from bpy.props import EnumProperty, FloatProperty
 
 from .. import scene
 from ..core import StrandError
@@ -117,6 +117,37 @@ class ORIENTED_STRANDS_OT_reset_to_rest(bpy.types.Operator):
         return {"FINISHED"}
 
 
+class ORIENTED_STRANDS_OT_add_child_hair(bpy.types.Operator):
+    """Grow render hair from the simulated guides with Blender's Interpolate Hair Curves: a new
+    Curves object on the surface, following the hair bake (or the live preview before a bake)"""
+
+    bl_idname = "oriented_strands.add_child_hair"
+    bl_label = "Add Child Hair"
+    bl_options = {"REGISTER", "UNDO"}
+
+    children_per_guide: FloatProperty(
+        name="Children per Guide",
+        description="About how many render hairs grow around each simulated guide (the "
+        "modifier's Density sets it afterwards)",
+        default=10.0,
+        min=0.1,
+        soft_max=200.0,
+    )
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        ob = _active_system(context)
+        return ob is not None and ob.type == "CURVES"
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        try:
+            children = scene.add_child_hair(context.scene, context.object, self.children_per_guide)
+        except StrandError as error:
+            return report_error(self, error)
+        self.report({"INFO"}, f"Child hair {children.name!r} added")
+        return {"FINISHED"}
+
+
 def _preset_items(_self: object, _context: object) -> list[tuple[str, str, str]]:
     return _PRESET_ITEMS
 
@@ -164,5 +195,6 @@ classes = (
     ORIENTED_STRANDS_OT_remove_strand_system,
     ORIENTED_STRANDS_OT_free_cache,
     ORIENTED_STRANDS_OT_reset_to_rest,
+    ORIENTED_STRANDS_OT_add_child_hair,
     ORIENTED_STRANDS_OT_apply_material_preset,
 )

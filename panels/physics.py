@@ -260,6 +260,8 @@ class OBJECT_PT_oriented_strands_bake(_StrandSubPanel, bpy.types.Panel):
                 )
         if not bpy.data.filepath:
             layout.label(text="Save the file to bake hair curves (cached next to it)", icon="INFO")
+        if context.object.type == "CURVES":
+            layout.operator("oriented_strands.add_child_hair", icon="CURVES")
 
 
 class OBJECT_PT_oriented_strands_obstacle(_PhysicsPanel, bpy.types.Panel):

@@ -14,6 +14,7 @@ from .errors import SceneInputError
 from .inputs import STRAND_OBJECT_TYPES
 from .strands import preset_names, preset_property_values
 from .systems import (
+    add_child_hair,
     add_strand_systems,
     backend_items,
     backend_unavailable_reason,
@@ -38,6 +39,7 @@ __all__ = [
     "BakeJob",
     "STRAND_OBJECT_TYPES",
     "SceneInputError",
+    "add_child_hair",
     "add_strand_systems",
     "backend_items",
     "bake_systems",

@@ -24,6 +24,7 @@ from . import bake_outputs
 from .bake_outputs import BAKE_TARGET_ITEMS, BONES, HAIR, BakedSystem
 from .cache import StrandSystemRuntime
 from .errors import SceneInputError
+from .preview import surface_binding
 from .strands import PROPERTY_GROUP, AnimatedValues, StrandSettings, read_settings
 from .systems import is_strand_system, read_for_bake
 
@@ -87,6 +88,7 @@ class _Recording:
             point_radius=np.asarray(self.runtime.point_radius),
             link_parent=_link_parents(layout.specs, np.asarray(layout.point_counts)),
             link_rotations=self.rotations,
+            binding=surface_binding(self.ob, self.runtime.prepared.attachment),
         )
 
 

@@ -4,7 +4,8 @@ and hair-curve caches.
 Every writer builds new data through a :class:`Transaction` and never edits existing data, so a
 failed bake is undone by removing what the transaction created, and a successful one replaces
 the previous bake of the same system and target only when everything exists. Baked objects are
-in world space (identity transform), like the live preview, and carry ``oriented_strands_bake``
+in world space (identity transform), like the live preview, but for hair grown on a surface,
+which is bound to it as the preview is (:mod:`.preview`); they carry ``oriented_strands_bake``
 (what they hold and where from), which Free Bake, the Alembic export and the frame handler read.
 """
 
@@ -19,9 +20,11 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
+from . import children
 from .animation import add_fcurve, new_action
 from .geometry import continuous_quaternions, quaternions_from_matrices
-from .preview import new_curves_object
+from .preview import SurfaceBinding, new_curves_object, to_local
+from .strands import PROPERTY_GROUP
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,8 @@ class BakedSystem:
         Strand-order index of each link's parent link, -1 for the first link of a root strand.
     link_rotations : (F, n_links, 3, 3) float64 or None
         World rotation of every link (y along the segment, x and z across it); bone bakes only.
+    binding : SurfaceBinding or None
+        How hair grown on a surface is tied to it (hair bakes are shown as the preview is).
     """
 
     source: bpy.types.Object
@@ -67,6 +72,7 @@ class BakedSystem:
     point_radius: np.ndarray
     link_parent: np.ndarray
     link_rotations: np.ndarray | None
+    binding: SurfaceBinding | None
 
     @property
     def link_point(self) -> np.ndarray:
@@ -125,7 +131,12 @@ def free_bake(source: bpy.types.Object, target: str) -> int:
     """
     objects = baked_objects(source, target)
     files = [_cache_path(ob) for ob in objects if target == HAIR]
+    # Child hair grown from the bake grows from the live preview again.
+    followers = children.following(objects)
     bpy.data.batch_remove([i for ob in objects for i in _owned_ids(ob)])
+    preview = getattr(source, PROPERTY_GROUP).preview_object
+    if preview is not None:
+        children.follow(followers, preview)
     for path in files:
         forget_cache(path)
         if os.path.exists(path):
@@ -181,9 +192,15 @@ class Transaction:
             os.rmdir(folder)
 
     def commit(self) -> list[bpy.types.Object]:
-        """Replace earlier bakes of the same systems and targets; return the new objects."""
+        """Replace earlier bakes of the same systems and targets; return the new objects.
+        Child hair grown from a system's preview or earlier hair bake grows from its new hair
+        bake."""
         for ob, source, target, _ in self._objects:
             old = [o for o in baked_objects(source, target) if o != ob]
+            if target == HAIR:
+                preview = getattr(source, PROPERTY_GROUP).preview_object
+                guides = old + ([preview] if preview is not None else [])
+                children.follow(children.following(guides), ob)
             bpy.data.batch_remove([i for o in old for i in _owned_ids(o)])
         for partial, final in self._files:
             forget_cache(final)
@@ -400,8 +417,10 @@ def _key_bones(
 def write_hair_cache(system: BakedSystem, transaction: Transaction) -> bpy.types.Object:
     """A Curves object and ``//strands_cache/<object>.npy`` with its points at every frame.
 
-    The cache is one ``(frames, points, 3)`` float32 array; the frame handler memory-maps it and
-    reads one frame per frame change, so memory stays flat however long the bake.
+    The cache is one ``(frames, points, 3)`` float32 array of world positions; the frame handler
+    memory-maps it and reads one frame per frame change, so memory stays flat however long the
+    bake, and writes it in the object's space (hair on a surface is bound to it as the preview
+    is: :mod:`.preview`).
     """
     name = system.source.name + SUFFIXES[HAIR]
     folder = transaction.make_folder(os.path.join(os.path.dirname(bpy.data.filepath), CACHE_FOLDER))
@@ -423,7 +442,13 @@ def write_hair_cache(system: BakedSystem, transaction: Transaction) -> bpy.types
     with open(partial, "wb") as file:
         np.save(file, np.ascontiguousarray(system.points, dtype=np.float32))
     ob = new_curves_object(
-        name, system.source, system.point_counts, system.point_radius, system.points[0]
+        name,
+        system.source,
+        system.point_counts,
+        system.point_radius,
+        system.points[0],
+        system.binding,
+        bpy.context.evaluated_depsgraph_get(),
     )
     transaction.created(ob.data)
     transaction.add_object(ob, system.source, HAIR)
@@ -502,8 +527,9 @@ def _cached_positions(path: str) -> np.ndarray:
     return opened[1]
 
 
-def apply_hair_caches(scene: bpy.types.Scene) -> None:
-    """Show every baked hair object of the scene at the current frame (frame handler).
+def apply_hair_caches(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+    """Show every baked hair object of the scene at the current frame (frame handler), in its
+    space as ``depsgraph`` places it.
 
     Frames before the bake show its first frame, frames after it its last, as live playback
     does. A missing or mismatched cache leaves the object as it is and is logged once.
@@ -535,7 +561,8 @@ def apply_hair_caches(scene: bpy.types.Scene) -> None:
                     positions.shape[1],
                 )
             continue
-        points.foreach_set("vector", np.ascontiguousarray(positions[index]).ravel())
+        local = to_local(ob, np.asarray(positions[index], dtype=np.float64), depsgraph)
+        points.foreach_set("vector", np.ascontiguousarray(local, dtype=np.float32).ravel())
         ob.data.update_tag()
 
 

@@ -17,12 +17,12 @@ from .cache import is_sampling
 @persistent
 def on_frame_change_post(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph = None) -> None:
     """Play baked hair caches; simulate or replay every strand system up to the new frame."""
-    # Baked hair plays during sampling too: the Alembic export samples frames that way.
-    bake_outputs.apply_hair_caches(scene)
-    if is_sampling():
-        return
     if depsgraph is None:
         depsgraph = bpy.context.evaluated_depsgraph_get()
+    # Baked hair plays during sampling too: the Alembic export samples frames that way.
+    bake_outputs.apply_hair_caches(scene, depsgraph)
+    if is_sampling():
+        return
     systems.update_scene(scene, depsgraph)
 
 
@@ -38,7 +38,7 @@ def on_load_post(*_args: object) -> None:
     bake_outputs.clear_open_caches()
     context = bpy.context
     if context.scene is not None:
-        bake_outputs.apply_hair_caches(context.scene)
+        bake_outputs.apply_hair_caches(context.scene, context.evaluated_depsgraph_get())
     if not any(systems.is_strand_system(ob) for ob in bpy.data.objects):
         return
     if bpy.app.background and context.scene is not None and context.view_layer is not None:

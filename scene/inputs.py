@@ -227,12 +227,20 @@ class SurfaceAttachment:
     triangle_count : int
         Loop triangles of the evaluated mesh when attached; a different count later means the
         surface's topology changed and the attachment no longer applies.
+    uv_map : str
+        The surface's UV map the hair names (``Curves.surface_uv_map``, else the mesh's active
+        render UV map); "" if the mesh has none.
+    uv : (n, 2) float64 or None
+        Each root's coordinate in ``uv_map`` (what Blender's hair tools store as
+        ``surface_uv_coordinate``); None without a UV map.
     """
 
     surface_name: str
     triangle: np.ndarray
     barycentric: np.ndarray
     triangle_count: int
+    uv_map: str = ""
+    uv: np.ndarray | None = None
 
 
 def attach_to_surface(
@@ -262,7 +270,37 @@ def attach_to_surface(
             f"object {ob.name!r}: curve {int(collapsed[0])} roots on a zero-area face of "
             f"{surface.name!r}"
         )
-    return SurfaceAttachment(surface.name, nearest, barycentric, len(triangles))
+    uv_map, corner_uvs = _triangle_uvs(ob, surface, depsgraph)
+    uv = None
+    if corner_uvs is not None:
+        uv = np.einsum("nk,nkj->nj", barycentric, corner_uvs[nearest])
+    return SurfaceAttachment(surface.name, nearest, barycentric, len(triangles), uv_map, uv)
+
+
+def _triangle_uvs(
+    ob: bpy.types.Object, surface: bpy.types.Object, depsgraph: bpy.types.Depsgraph
+) -> tuple[str, np.ndarray | None]:
+    """The UV map the hair ``ob`` names on its evaluated ``surface`` (its ``surface_uv_map``, or
+    the mesh's active render UV map when it names none) and the map's coordinates at the
+    corners of each loop triangle (T, 3, 2); ``("", None)`` if the mesh has no such map."""
+    evaluated = surface.evaluated_get(depsgraph)
+    mesh = evaluated.to_mesh()
+    try:
+        name = ob.data.surface_uv_map
+        if not name:
+            active = next((layer for layer in mesh.uv_layers if layer.active_render), None)
+            name = active.name if active is not None else ""
+        layer = mesh.uv_layers.get(name) if name else None
+        if layer is None:
+            return "", None
+        mesh.calc_loop_triangles()
+        loops = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int64)
+        mesh.loop_triangles.foreach_get("loops", loops)
+        uv = np.empty(len(mesh.loops) * 2)
+        layer.data.foreach_get("uv", uv)
+    finally:
+        evaluated.to_mesh_clear()
+    return name, uv.reshape(-1, 2)[loops].reshape(-1, 3, 2)
 
 
 def surface_base_matrices(

@@ -14,8 +14,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import bpy
+import numpy as np
 
 from ..core import StrandError, available_backends
+from . import children
+from .bake_outputs import HAIR, apply_hair_caches, baked_objects
 from .cache import (
     BASE_MATCH_TOLERANCE,
     PreparedInput,
@@ -29,7 +32,14 @@ from .errors import SceneInputError
 from .fields import read_scene_fields
 from .inputs import STRAND_OBJECT_TYPES, input_fingerprint, reference_matrix
 from .obstacles import obstacle_fingerprint, obstacle_matrices
-from .preview import check_preview_support, create_preview, remove_preview, write_points
+from .preview import (
+    bind,
+    check_preview_support,
+    create_preview,
+    remove_preview,
+    surface_binding,
+    write_points,
+)
 from .strands import PROPERTY_GROUP, AnimatedValues, frames_per_second, read_settings
 
 log = logging.getLogger(__name__)
@@ -173,7 +183,12 @@ def add_strand_systems(
         props.is_system = True
         props.enabled = True
         props.preview_object = create_preview(
-            ob, state.layout.point_counts, state.point_radius, state.rest_points()
+            ob,
+            state.layout.point_counts,
+            state.point_radius,
+            state.rest_points(),
+            surface_binding(ob, state.prepared.attachment),
+            bpy.context.evaluated_depsgraph_get(),
         )
         # The preview renders the simulation with the curves' materials: the curves themselves,
         # still in their drawn shape, would render beside it.
@@ -230,12 +245,66 @@ def reset_to_rest(ob: bpy.types.Object) -> None:
 
 def _show(ob: bpy.types.Object, state: StrandSystemRuntime, points) -> None:
     props = getattr(ob, PROPERTY_GROUP)
+    binding = surface_binding(ob, state.prepared.attachment)
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    layout = state.layout
     if props.preview_object is None:
         props.preview_object = create_preview(
-            ob, state.layout.point_counts, state.point_radius, points
+            ob, layout.point_counts, state.point_radius, points, binding, depsgraph
         )
     else:
-        write_points(props.preview_object, state.layout.point_counts, state.point_radius, points)
+        write_points(
+            props.preview_object,
+            layout.point_counts,
+            state.point_radius,
+            points,
+            binding,
+            depsgraph,
+        )
+
+
+def add_child_hair(
+    scene: bpy.types.Scene, ob: bpy.types.Object, children_per_guide: float
+) -> bpy.types.Object:
+    """A child-hair object growing about ``children_per_guide`` render hairs per simulated
+    guide of ``ob``'s strand system (:mod:`.children`): from its hair bake if it has one, else
+    from its live preview. Raises :class:`SceneInputError` (nothing created) where the system is
+    not hair on a surface with a UV map."""
+    state = runtime(ob)
+    if state is None:
+        raise SceneInputError(f"object {ob.name!r}: its strand system has not been read yet")
+    binding = surface_binding(ob, state.prepared.attachment)
+    if binding is None:
+        raise SceneInputError(
+            f"object {ob.name!r}: child hair grows on a surface, and these strands have none "
+            "(a Curves object whose Surface is a mesh)"
+        )
+    if binding.uv is None:
+        raise SceneInputError(
+            f"object {ob.name!r}: its surface {binding.surface.name!r} has no UV map "
+            f"{binding.uv_map or '(none named)'!r}, which child hair needs to place its roots"
+        )
+    if not children_per_guide > 0.0:
+        raise SceneInputError(f"object {ob.name!r}: Children per Guide must be above 0")
+    baked = baked_objects(ob, HAIR)
+    guides = baked[0] if baked else getattr(ob, PROPERTY_GROUP).preview_object
+    if guides is None:
+        raise SceneInputError(
+            f"object {ob.name!r}: its preview object was deleted: Free Cache recreates it"
+        )
+    roots = np.array([points[0] for points in state.prepared.drawn.polylines])
+    result = children.add_child_hair(
+        ob, guides, binding.surface, binding.uv_map, roots, children_per_guide
+    )
+    # Guides made before they were bound to the surface (an older file) are bound, and shown
+    # in their new space, now.
+    bind(guides, binding)
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    if baked:
+        apply_hair_caches(scene, depsgraph)
+    else:
+        update_object(scene, depsgraph, ob)
+    return result
 
 
 def status(ob: bpy.types.Object) -> tuple[str, str]:
@@ -448,7 +517,16 @@ def update_object(
             state.error = message
         return
     if props.preview_object is not None:
-        write_points(props.preview_object, state.layout.point_counts, state.point_radius, points)
+        binding = surface_binding(ob, state.prepared.attachment)
+        layout = state.layout
+        write_points(
+            props.preview_object,
+            layout.point_counts,
+            state.point_radius,
+            points,
+            binding,
+            depsgraph,
+        )
 
 
 def update_scene(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:

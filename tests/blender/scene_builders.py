@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import bpy
@@ -192,3 +193,55 @@ def saved_swinging_tree(scene: bpy.types.Scene, folder, frames: int) -> bpy.type
     props.radius = 0.004
     bpy.ops.wm.save_as_mainfile(filepath=str(folder / "tree.blend"))
     return bpy.context.scene.objects["tree"]
+
+
+def _scalp_directions(count: int) -> np.ndarray:
+    """Unit vectors on the upper cap of a sphere (a Fibonacci lattice above 20° latitude)."""
+    index = np.arange(count) + 0.5
+    z = 1.0 - index / count * (1.0 - math.sin(math.radians(20)))
+    azimuth = index * math.pi * (3.0 - math.sqrt(5.0))
+    ring = np.sqrt(1.0 - z * z)
+    return np.stack((ring * np.cos(azimuth), ring * np.sin(azimuth), z), axis=1)
+
+
+def saved_groom(
+    scene: bpy.types.Scene, folder, frames: int, radius: float, guides: int, points: int
+) -> bpy.types.Object:
+    """Hair made the way an artist makes it: a UV-sphere head ``radius`` (m) that turns and
+    moves over ``frames`` frames, Add > Empty Hair on it (so the hair object is parented to the
+    head and bound to its surface and UV map), ``guides`` curves of ``points`` points combed
+    out and down from the scalp, a strand system on it; saved as ``folder/groom.blend``."""
+    scene.frame_start, scene.frame_end = 1, frames
+    bpy.ops.mesh.primitive_uv_sphere_add(
+        radius=radius, segments=48, ring_count=24, location=(0.3, -0.2, 1.5)
+    )
+    head = bpy.context.active_object
+    head.name = "head"
+    head.keyframe_insert("rotation_euler", frame=1)
+    head.keyframe_insert("location", frame=1)
+    head.rotation_euler = (0.4, 0.0, 1.2)
+    head.location = (0.35, -0.1, 1.5)
+    head.keyframe_insert("rotation_euler", frame=frames)
+    head.keyframe_insert("location", frame=frames)
+    scene.frame_set(1)
+    bpy.ops.object.curves_empty_hair_add()
+    hair = bpy.context.active_object
+    hair.name = "hair"
+    assert hair.parent == head
+    assert hair.data.surface == head
+    # In the hair's space, which is the head's.
+    along = np.linspace(0.0, 1.0, points)[:, None]
+    curves = [
+        radius * d + 0.8 * radius * along * (d + np.array([0.0, 0.0, -0.6]))
+        for d in _scalp_directions(guides)
+    ]
+    hair.data.add_curves([points] * guides)
+    hair.data.attributes["position"].data.foreach_set(
+        "vector", np.concatenate(curves).astype(np.float32).ravel()
+    )
+    props = hair.oriented_strands
+    props.segment_count = points - 1
+    props.youngs_modulus = 0.2
+    assert add_strand_system(hair) == {"FINISHED"}
+    bpy.ops.wm.save_as_mainfile(filepath=str(folder / "groom.blend"))
+    return bpy.context.scene.objects["hair"]

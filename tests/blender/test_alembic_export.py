@@ -7,7 +7,12 @@ bpy = pytest.importorskip("bpy")
 pytest.importorskip("alembic3d")
 
 from alembic_samples import read_positions  # noqa: E402
-from scene_builders import preview_points, saved_swinging_tree, select_only  # noqa: E402
+from scene_builders import (  # noqa: E402
+    preview_points,
+    saved_groom,
+    saved_swinging_tree,
+    select_only,
+)
 
 pytestmark = pytest.mark.usefixtures("extension")
 
@@ -45,6 +50,21 @@ def test_hair_curves_export_one_sample_per_frame(factory_scene, tree, simulated,
     _check_samples(path, "tree_baked_hair", simulated)
     # The export's Geometry Nodes modifier is gone again.
     assert not bpy.data.objects["tree_baked_hair"].modifiers
+
+
+def test_hair_on_a_surface_exports_where_it_is_under_the_moving_head(factory_scene, tmp_path):
+    """The bake of hair bound to a turning head is written under the head's transforms: a
+    reader composing them finds the simulated points."""
+    hair = saved_groom(factory_scene, tmp_path, FRAMES, 0.1, 12, 5)
+    simulated = []
+    for frame in range(1, FRAMES + 1):
+        factory_scene.frame_set(frame)
+        simulated.append(preview_points(hair))
+    select_only(hair)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    path = tmp_path / "groom.abc"
+    assert bpy.ops.oriented_strands.export_alembic_hair(filepath=str(path)) == {"FINISHED"}
+    _check_samples(path, "hair_baked_hair", np.stack(simulated))
 
 
 @pytest.mark.parametrize(
