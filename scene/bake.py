@@ -26,7 +26,7 @@ from .cache import StrandSystemRuntime
 from .errors import SceneInputError
 from .preview import surface_binding
 from .strands import PROPERTY_GROUP, AnimatedValues, StrandSettings, read_settings
-from .systems import is_strand_system, read_for_bake
+from .systems import is_strand_system, read_for_bake, runtime
 
 # Past this many bones Blender's animation system slows to a crawl (every bone has four
 # F-curves; 100k F-curves take minutes to create and slow every frame change).
@@ -50,7 +50,9 @@ def _link_parents(specs: list, point_counts: np.ndarray) -> np.ndarray:
 
 
 class _Recording:
-    """One system's frames, written into arrays allocated once for the whole range."""
+    """One system's frames, written into arrays allocated once for the whole range: simulated
+    by a runtime of the bake's own, or copied from the live preview's where it has played them
+    all (``played``)."""
 
     def __init__(
         self,
@@ -58,8 +60,9 @@ class _Recording:
         runtime: StrandSystemRuntime,
         settings: StrandSettings,
         with_rotations: bool,
+        played: bool,
     ) -> None:
-        self.ob, self.runtime, self.settings = ob, runtime, settings
+        self.ob, self.runtime, self.settings, self.played = ob, runtime, settings, played
         self.animated = AnimatedValues(ob)
         self.frame_start = runtime.prepared.frame_start
         self.frame_end = runtime.prepared.frame_end
@@ -74,9 +77,10 @@ class _Recording:
         self.points[index] = runtime.points_at(frame, self.settings, self.animated)
         if self.rotations is not None:
             self.rotations[index] = runtime.simulation.link_frames()[0]
-        # This runtime is the bake's own: only its latest frame is needed to step on, so the
-        # points are held once, here, however long the bake.
-        runtime.frames.pop(frame - 1, None)
+        if not self.played:
+            # This runtime is the bake's own: only its latest frame is needed to step on, so
+            # the points are held once, here, however long the bake.
+            runtime.frames.pop(frame - 1, None)
 
     def result(self) -> BakedSystem:
         layout = self.runtime.layout
@@ -152,15 +156,16 @@ class BakeJob:
                     f"to a crawl past about {BONE_LIMIT}. Bake dense hair to Hair Curves or "
                     "export Alembic instead, or use fewer segments"
                 )
-        self._recordings = [
-            _Recording(
-                ob,
-                runtimes[ob.name],
-                read_settings(ob, scene),
-                with_rotations=BONES in self.targets,
+        # Live playback keeps points only: bones need every link's frame, so they simulate.
+        with_rotations = BONES in self.targets
+        self._recordings = []
+        for ob in objects:
+            fresh, live = runtimes[ob.name], runtime(ob)
+            played = not with_rotations and live is not None and live.has_played(fresh)
+            settings = read_settings(ob, scene)
+            self._recordings.append(
+                _Recording(ob, live if played else fresh, settings, with_rotations, played)
             )
-            for ob in objects
-        ]
         self.first_frame = min(r.frame_start for r in self._recordings)
         self.last_frame = max(r.frame_end for r in self._recordings)
         self.next_frame = self.first_frame
@@ -174,6 +179,12 @@ class BakeJob:
             f"Oriented Strands: baking {names} to {labels}: {self._strands} strands, {links} "
             f"segments, frames {self.first_frame}-{self.last_frame}"
         )
+        played = [repr(r.ob.name) for r in self._recordings if r.played]
+        if played:
+            self._output(
+                f"  {', '.join(played)}: every frame played live with these settings, written "
+                "from the preview's cache"
+            )
 
     @property
     def frame_count(self) -> int:

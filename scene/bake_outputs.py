@@ -107,6 +107,29 @@ def baked_objects(source: bpy.types.Object, target: str) -> list[bpy.types.Objec
     ]
 
 
+def is_baked(source: bpy.types.Object) -> bool:
+    """Whether ``source`` has a bake to any target: its live preview is then hidden and does not
+    simulate (:func:`show_preview`)."""
+    return any(
+        getattr(ob, BAKE_PROPERTY_GROUP).source == source
+        and getattr(ob, BAKE_PROPERTY_GROUP).target in SUFFIXES
+        for ob in bpy.data.objects
+    )
+
+
+def show_preview(source: bpy.types.Object) -> None:
+    """Hide ``source``'s live preview while it has a bake (the bake is what plays and renders),
+    show it again once it has none; child hair growing from the preview keeps it from
+    rendering (:func:`.children.follow`)."""
+    preview = getattr(source, PROPERTY_GROUP).preview_object
+    if preview is None:
+        return
+    hidden = is_baked(source)
+    if preview.name in bpy.context.view_layer.objects:
+        preview.hide_set(hidden)
+    preview.hide_render = hidden or bool(children.following([preview]))
+
+
 def _owned_ids(ob: bpy.types.Object) -> set[bpy.types.ID]:
     """A baked object and the data only it uses: its geometry, shape keys' action, actions."""
     ids = {ob}
@@ -137,6 +160,7 @@ def free_bake(source: bpy.types.Object, target: str) -> int:
     preview = getattr(source, PROPERTY_GROUP).preview_object
     if preview is not None:
         children.follow(followers, preview)
+    show_preview(source)
     for path in files:
         forget_cache(path)
         if os.path.exists(path):
@@ -212,6 +236,7 @@ class Transaction:
             for collection in source.users_collection:
                 if ob.name not in collection.objects:
                     collection.objects.link(ob)
+            show_preview(source)
         return [ob for ob, _, _, _ in self._objects]
 
 

@@ -17,9 +17,11 @@ Two things are cached per strand system, with different rules:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import bpy
 import numpy as np
@@ -167,6 +169,37 @@ class PreparedInput:
     def matrices_at(self, frame: int) -> np.ndarray:
         """Sampled base transforms (n_bases, 4, 4) at a frame inside the range."""
         return self.base_matrices[frame - self.frame_start]
+
+    def same_input(self, other: PreparedInput) -> bool:
+        """Whether ``other`` sampled the same scene: every value read equal (the trajectories
+        are made from them)."""
+        derived = {"trajectory", "reference", "obstacle_trajectory"}
+        return all(
+            _same(getattr(self, f.name), getattr(other, f.name))
+            for f in dataclasses.fields(self)
+            if f.name not in derived
+        )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values read from the scene are equal: arrays element by element (NaN never
+    equals), records field by field, containers item by item."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.shape == b.shape
+            and bool(np.array_equal(a, b))
+        )
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and all(
+            _same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
+        )
+    if isinstance(a, list | tuple):
+        return isinstance(b, list | tuple) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
 
 
 @dataclass
@@ -363,6 +396,22 @@ class StrandSystemRuntime:
     def last_frame(self) -> int | None:
         """The latest simulated frame, or None if nothing is cached."""
         return max(self.frames) if self.frames else None
+
+    def has_played(self, other: StrandSystemRuntime) -> bool:
+        """Whether this runtime (the live preview's) has simulated every frame of ``other``'s
+        range, without an error, from the same sampled input, settings and keyframes as
+        ``other`` (built just now, for a bake): its frames are then the frames ``other`` would
+        simulate, each run starting from the same fresh engine state."""
+        prepared = other.prepared
+        return (
+            not self.stale
+            and not self.error
+            and self._failure is None
+            and self.model is not None
+            and self._key == other._key
+            and all(f in self.frames for f in range(prepared.frame_start, prepared.frame_end + 1))
+            and self.prepared.same_input(prepared)
+        )
 
     def free_frames(self) -> None:
         """Forget every simulated frame; the next request starts again from the rest shape."""

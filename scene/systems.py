@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core import StrandError, available_backends
 from . import children
-from .bake_outputs import HAIR, apply_hair_caches, baked_objects
+from .bake_outputs import HAIR, apply_hair_caches, baked_objects, is_baked
 from .cache import (
     BASE_MATCH_TOLERANCE,
     PreparedInput,
@@ -322,6 +322,8 @@ def status(ob: bpy.types.Object) -> tuple[str, str]:
         return f"Outdated: {state.stale}", "ERROR"
     if props.preview_object is None:
         return "The preview object was deleted: Free Cache recreates it", "ERROR"
+    if is_baked(ob):
+        return "Baked: the bake plays, the live preview is hidden (Free Bake shows it)", "INFO"
     if not props.enabled:
         return "Simulation off: the preview shows the rest shape", "INFO"
     if not state.frames:
@@ -480,6 +482,9 @@ def update_object(
     (and logged); the handler never raises into Blender's frame change.
     """
     props = getattr(ob, PROPERTY_GROUP)
+    if is_baked(ob):
+        # The bake plays; the hidden preview does not simulate.
+        return
     state = runtime(ob)
     if state is None:
         _request_read(ob)

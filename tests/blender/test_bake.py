@@ -419,3 +419,88 @@ def test_baked_hair_plays_after_save_as_into_another_folder(factory_scene, tree,
     for frame in (6, 2):
         scene.frame_set(frame)
         np.testing.assert_array_equal(_hair_points(scene.objects["tree_baked_hair"]), live[frame])
+
+
+@pytest.fixture
+def engine_steps(monkeypatch):
+    """How many times any simulation has advanced since the fixture started."""
+    from oriented_strands.core import Simulation
+
+    count = [0]
+    advance = Simulation.advance
+
+    def counted(self, *args, **kwargs):
+        count[0] += 1
+        return advance(self, *args, **kwargs)
+
+    monkeypatch.setattr(Simulation, "advance", counted)
+    return count
+
+
+def _shape_key_points(ob):
+    keys = ob.data.shape_keys.key_blocks
+    return np.stack([np.array([p.co for p in key.data]) for key in keys[1:]])
+
+
+def test_a_bake_after_full_playback_writes_the_played_frames(factory_scene, tree, engine_steps):
+    _live(factory_scene, tree, range(1, FRAMES + 1))
+    select_only(tree)
+    engine_steps[0] = 0
+    assert bpy.ops.oriented_strands.bake_mesh_shape_keys() == {"FINISHED"}
+    assert engine_steps[0] == 0
+    from_playback = _shape_key_points(bpy.data.objects["tree_mesh_keys"])
+
+    # The same bake from scratch: nothing played.
+    assert bpy.ops.oriented_strands.free_bake_mesh_shape_keys() == {"FINISHED"}
+    assert bpy.ops.oriented_strands.free_cache() == {"FINISHED"}
+    assert bpy.ops.oriented_strands.bake_mesh_shape_keys() == {"FINISHED"}
+    assert engine_steps[0] == FRAMES - 1
+    np.testing.assert_array_equal(
+        _shape_key_points(bpy.data.objects["tree_mesh_keys"]), from_playback
+    )
+
+
+def test_a_bake_simulates_what_changed_since_playback(factory_scene, tree, engine_steps):
+    played = _live(factory_scene, tree, range(1, FRAMES + 1))
+    # A keyframe moved after playback, no frame changed since: the played frames are outdated.
+    tree.location = (0.4, 0.0, 0.0)
+    tree.keyframe_insert("location", frame=FRAMES)
+    select_only(tree)
+    engine_steps[0] = 0
+    assert bpy.ops.oriented_strands.bake_mesh_shape_keys() == {"FINISHED"}
+    assert engine_steps[0] == FRAMES - 1
+    baked = _shape_key_points(bpy.data.objects["tree_mesh_keys"])
+    assert np.abs(baked[-1] - played[FRAMES]).max() > 0.05
+
+
+def test_a_baked_system_hides_its_preview_and_stops_simulating(
+    factory_scene, tree, tmp_path, engine_steps
+):
+    from oriented_strands import scene
+
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    shown = tree.oriented_strands.preview_object
+    assert shown.hide_get()
+    assert shown.hide_render
+    assert scene.status(tree)[0].startswith("Baked")
+    engine_steps[0] = 0
+    for frame in (6, 12, 3):
+        factory_scene.frame_set(frame)
+    assert engine_steps[0] == 0
+
+    # Saved and opened again, it plays without simulating.
+    bpy.ops.wm.save_mainfile()
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "tree.blend"))
+    for frame in (8, 12):
+        bpy.context.scene.frame_set(frame)
+    assert engine_steps[0] == 0
+    tree = bpy.context.scene.objects["tree"]
+
+    select_only(tree)
+    assert bpy.ops.oriented_strands.free_bake_hair() == {"FINISHED"}
+    shown = tree.oriented_strands.preview_object
+    assert not shown.hide_get()
+    assert not shown.hide_render
+    bpy.context.scene.frame_set(4)
+    assert engine_steps[0] == 3
