@@ -85,6 +85,7 @@ def export_alembic(
     partial = f"{filepath}.partial-{os.getpid()}.abc"
     previous_active = view_layer.objects.active
     selected = [ob for ob in view_layer.objects if ob.select_get()]
+    rendered = [(ob, ob.hide_render) for ob in objects]
     modifiers = []
     try:
         for ob in view_layer.objects:
@@ -98,6 +99,10 @@ def export_alembic(
         view_layer.objects.active = objects[0]
         if target == HAIR:
             modifiers = [(ob, ob.modifiers.new(EXPORT_MODIFIER, "NODES")) for ob in objects]
+        # The exporter evaluates for the render and skips what does not render (guides that
+        # child hair grows from, say).
+        for ob in objects:
+            ob.hide_render = False
         # The live preview stands aside while the exporter steps through frames.
         with sampling():
             result = bpy.ops.wm.alembic_export(
@@ -119,6 +124,8 @@ def export_alembic(
             os.remove(partial)
         for ob, modifier in modifiers:
             ob.modifiers.remove(modifier)
+        for ob, hidden in rendered:
+            ob.hide_render = hidden
         for ob in view_layer.objects:
             ob.select_set(ob in selected)
         view_layer.objects.active = previous_active

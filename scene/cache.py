@@ -44,6 +44,7 @@ from ..core.fields import ForceFields, RootToTip, Wind
 from ..core.pose import PoseTrajectory, pose_rotations
 from ..core.rest_shape import zero_gravity_model
 from ..core.simulation import BaseSource
+from .children import children_off
 from .errors import SceneInputError
 from .fields import SceneFields, read_scene_fields
 from .geometry import resample_by_arc_length
@@ -91,11 +92,13 @@ _sampling_depth = 0
 @contextlib.contextmanager
 def sampling() -> Iterator[None]:
     """While the input is sampled with ``frame_set`` (or baked objects are exported), the live
-    preview's frame handler stands aside."""
+    preview's frame handler stands aside, and child hair is not grown
+    (:func:`.children.children_off`)."""
     global _sampling_depth
     _sampling_depth += 1
     try:
-        yield
+        with children_off():
+            yield
     finally:
         _sampling_depth -= 1
 

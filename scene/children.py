@@ -10,7 +10,9 @@ new guides.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import bpy
 import numpy as np
@@ -22,8 +24,9 @@ CHILD_HAIR_SUFFIX = "_children"
 INTERPOLATE_GROUP = "Interpolate Hair Curves"
 HAIR_ASSETS = "procedural_hair_node_assets.blend"
 GUIDES_INPUT = "Guides"
-# The wrapper's inputs beside the guides: (name, socket type, default) and the input of
-# Interpolate Hair Curves each feeds (its own name).
+# The wrapper's inputs beside the guides, (name, socket type, default): Interpolate Hair
+# Curves' own (the last five feed its inputs of the same name) and the children's radius at
+# their root and tip (m), linear in between.
 SETTINGS = (
     ("Surface", "NodeSocketObject", None),
     ("Surface UV Map", "NodeSocketString", "UVMap"),
@@ -32,6 +35,8 @@ SETTINGS = (
     ("Interpolation Guides", "NodeSocketInt", 4),
     ("Viewport Amount", "NodeSocketFloat", 1.0),
     ("Seed", "NodeSocketInt", 0),
+    ("Root Radius", "NodeSocketFloat", 4e-5),
+    ("Tip Radius", "NodeSocketFloat", 2e-5),
 )
 
 
@@ -64,7 +69,8 @@ def _interpolate_group() -> bpy.types.NodeTree:
 
 def _child_hair_group() -> bpy.types.NodeTree:
     """The wrapper node group: the guides object's curves (Object Info, relative) through
-    *Interpolate Hair Curves*, its settings the modifier's inputs."""
+    *Interpolate Hair Curves*, the children's radius set from root to tip, its settings the
+    modifier's inputs."""
     group = bpy.data.node_groups.get(CHILD_HAIR_GROUP)
     if group is not None:
         return group
@@ -93,10 +99,18 @@ def _child_hair_group() -> bpy.types.NodeTree:
     links.new(uv.outputs["Attribute"], child.inputs["Surface UV Map"])
     surface = next(s for s in child.inputs if s.name == "Surface" and s.type == "OBJECT")
     links.new(inputs.outputs["Surface"], surface)
-    for name, _, _ in SETTINGS[2:]:
+    for name, _, _ in SETTINGS[2:7]:
         links.new(inputs.outputs[name], child.inputs[name])
-    links.new(child.outputs["Geometry"], output.inputs["Geometry"])
-    for x, node in enumerate((inputs, guides, uv, child, output)):
+    along = nodes.new("GeometryNodeSplineParameter")
+    taper = nodes.new("ShaderNodeMapRange")
+    links.new(along.outputs["Factor"], taper.inputs["Value"])
+    links.new(inputs.outputs["Root Radius"], taper.inputs["To Min"])
+    links.new(inputs.outputs["Tip Radius"], taper.inputs["To Max"])
+    radius = nodes.new("GeometryNodeSetCurveRadius")
+    links.new(child.outputs["Geometry"], radius.inputs["Curve"])
+    links.new(taper.outputs["Result"], radius.inputs["Radius"])
+    links.new(radius.outputs["Curve"], output.inputs["Geometry"])
+    for x, node in enumerate((inputs, guides, uv, child, along, taper, radius, output)):
         node.location = (200.0 * x, 0.0)
     return group
 
@@ -128,11 +142,13 @@ def add_child_hair(
     surface: bpy.types.Object,
     uv_map: str,
     roots: np.ndarray,
+    radius: tuple[float, float],
     children_per_guide: float,
 ) -> bpy.types.Object:
     """A child-hair object for ``source``'s ``guides`` on ``surface`` (with ``source``'s
     materials, in its collections): about ``children_per_guide`` children for each guide,
-    grown within twice the guides' spacing of a guide (``roots``: the guides' roots, world)."""
+    grown within twice the guides' spacing of a guide (``roots``: the guides' roots, world),
+    ``radius`` (m) thick at their root and tip."""
     matrix = np.array(surface.matrix_world, dtype=np.float64)
     local = (roots - matrix[:3, 3]) @ np.linalg.inv(matrix[:3, :3]).T
     spacing = root_spacing(local)
@@ -157,6 +173,8 @@ def add_child_hair(
         "Surface UV Map": uv_map,
         "Density": children_per_guide / spacing**2,
         "Distance to Guides": 2.0 * spacing,
+        "Root Radius": radius[0],
+        "Tip Radius": radius[1],
     }
     for key, value in values.items():
         modifier[identifier[key]] = value
@@ -180,6 +198,22 @@ def _child_hair_modifiers() -> list[tuple[bpy.types.NodesModifier, str]]:
         for modifier in ob.modifiers
         if modifier.type == "NODES" and modifier.node_group == group
     ]
+
+
+@contextlib.contextmanager
+def children_off() -> Iterator[None]:
+    """Child hair is not evaluated meanwhile (its modifiers off in the viewport and the render):
+    while the scene steps through frames to be read or exported, tens of thousands of children
+    would be grown at every frame for nothing."""
+    modifiers = [modifier for modifier, _ in _child_hair_modifiers()]
+    shown = [(modifier.show_viewport, modifier.show_render) for modifier in modifiers]
+    for modifier in modifiers:
+        modifier.show_viewport = modifier.show_render = False
+    try:
+        yield
+    finally:
+        for modifier, (viewport, render) in zip(modifiers, shown, strict=True):
+            modifier.show_viewport, modifier.show_render = viewport, render
 
 
 def following(guides: list[bpy.types.Object]) -> list[tuple[bpy.types.NodesModifier, str]]:

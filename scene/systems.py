@@ -280,9 +280,10 @@ def add_child_hair(
             "(a Curves object whose Surface is a mesh)"
         )
     if binding.uv is None:
+        named = f" {ob.data.surface_uv_map!r}" if ob.data.surface_uv_map else ""
         raise SceneInputError(
-            f"object {ob.name!r}: its surface {binding.surface.name!r} has no UV map "
-            f"{binding.uv_map or '(none named)'!r}, which child hair needs to place its roots"
+            f"object {ob.name!r}: its surface {binding.surface.name!r} has no UV map{named}, "
+            "which child hair needs to place its roots"
         )
     if not children_per_guide > 0.0:
         raise SceneInputError(f"object {ob.name!r}: Children per Guide must be above 0")
@@ -293,8 +294,11 @@ def add_child_hair(
             f"object {ob.name!r}: its preview object was deleted: Free Cache recreates it"
         )
     roots = np.array([points[0] for points in state.prepared.drawn.polylines])
+    # As thick as the first guide, root and tip.
+    first = state.layout.point_counts[0]
+    radius = (float(state.point_radius[0]), float(state.point_radius[first - 1]))
     result = children.add_child_hair(
-        ob, guides, binding.surface, binding.uv_map, roots, children_per_guide
+        ob, guides, binding.surface, binding.uv_map, roots, radius, children_per_guide
     )
     # Guides made before they were bound to the surface (an older file) are bound, and shown
     # in their new space, now.

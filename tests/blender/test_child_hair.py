@@ -68,6 +68,14 @@ def _curves_world(ob):
     return [positions[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
 
 
+def _point_attribute(ob, name):
+    """A float point attribute of ``ob``'s evaluated curves."""
+    data = ob.evaluated_get(bpy.context.evaluated_depsgraph_get()).data
+    values = np.empty(len(data.points), dtype=np.float32)
+    data.attributes[name].data.foreach_get("value", values)
+    return values
+
+
 def _head_centre():
     return np.array(bpy.context.scene.objects["head"].matrix_world.translation)
 
@@ -110,7 +118,9 @@ def test_the_simulated_guides_are_hair_on_the_surface(factory_scene, groom):
         )
 
 
-def test_child_hair_follows_the_preview_then_the_bake_then_the_preview(factory_scene, groom):
+def test_child_hair_follows_the_preview_then_the_bake_then_the_preview(
+    factory_scene, groom, tmp_path
+):
     select_only(groom)
     assert bpy.ops.oriented_strands.add_child_hair(children_per_guide=20.0) == {"FINISHED"}
     children = bpy.data.objects["hair_children"]
@@ -128,6 +138,10 @@ def test_child_hair_follows_the_preview_then_the_bake_then_the_preview(factory_s
         factory_scene.frame_set(frame)
         assert _children_follow(children, preview(groom)) > 5 * GUIDES
         played[frame] = np.concatenate(preview_strands(groom))
+    # As thick as the guides, from root to tip.
+    guide_radius = _point_attribute(preview(groom), "radius")[:POINTS]
+    child_radius = _point_attribute(children, "radius")[:POINTS]
+    np.testing.assert_allclose(child_radius[[0, -1]], guide_radius[[0, -1]], rtol=1e-5)
 
     assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
     baked = bpy.data.objects["hair_baked_hair"]
@@ -139,6 +153,19 @@ def test_child_hair_follows_the_preview_then_the_bake_then_the_preview(factory_s
         factory_scene.frame_set(frame)
         np.testing.assert_allclose(np.concatenate(_curves_world(baked)), played[frame], atol=1e-6)
         _children_follow(children, baked)
+
+    # The guides the children grow from do not render, and still export.
+    pytest.importorskip("alembic3d")
+    from alembic_samples import read_positions
+
+    path = tmp_path / "guides.abc"
+    assert bpy.ops.oriented_strands.export_alembic_hair(filepath=str(path)) == {"FINISHED"}
+    times, positions = read_positions(str(path))["hair_baked_hair"]
+    assert len(times) == FRAMES
+    np.testing.assert_allclose(positions[FRAMES - 1], played[FRAMES], atol=1e-5)
+    assert baked.hide_render
+    assert modifier.show_viewport
+    assert modifier.show_render
 
     assert bpy.ops.oriented_strands.free_bake_hair() == {"FINISHED"}
     assert modifier[guides_input] == preview(groom)
