@@ -170,6 +170,27 @@ class _ExportAlembic(ExportHelper):
         return {"FINISHED"}
 
 
+class ORIENTED_STRANDS_OT_gather_hair_caches(bpy.types.Operator):
+    """Copy every hair bake's cache that lies elsewhere into this .blend file's strands_cache
+    folder and play it from there (for a render farm, or before freeing a bake another file
+    shares)"""
+
+    bl_idname = "oriented_strands.gather_hair_caches"
+    bl_label = "Gather Hair Caches"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        try:
+            copied = scene.gather_hair_caches()
+        except (StrandError, OSError) as error:
+            return report_error(self, error)
+        if copied:
+            self.report({"INFO"}, f"Copied {len(copied)} hair cache(s): {', '.join(copied)}")
+        else:
+            self.report({"INFO"}, "Every hair cache already is beside this file")
+        return {"FINISHED"}
+
+
 def _operator(base: type, verb: str, target: str, doc: str) -> type:
     suffix = target.lower()
     label = _target_label(target)
@@ -185,12 +206,15 @@ def _operator(base: type, verb: str, target: str, doc: str) -> type:
     )
 
 
-classes = tuple(
-    _operator(base, verb, target, doc)
-    for target, _label, _description in scene.BAKE_TARGET_ITEMS
-    for base, verb, doc in (
-        (_Bake, "bake", "Bake the selected strand systems to {label}"),
-        (_FreeBake, "free_bake", "Delete the selected strand systems' bake to {label}"),
-        (_ExportAlembic, "export_alembic", "Write the bake to {label} as Alembic"),
-    )
+classes = (
+    *(
+        _operator(base, verb, target, doc)
+        for target, _label, _description in scene.BAKE_TARGET_ITEMS
+        for base, verb, doc in (
+            (_Bake, "bake", "Bake the selected strand systems to {label}"),
+            (_FreeBake, "free_bake", "Delete the selected strand systems' bake to {label}"),
+            (_ExportAlembic, "export_alembic", "Write the bake to {label} as Alembic"),
+        )
+    ),
+    ORIENTED_STRANDS_OT_gather_hair_caches,
 )

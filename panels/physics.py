@@ -255,6 +255,10 @@ class OBJECT_PT_oriented_strands_bake(_StrandSubPanel, bpy.types.Panel):
                 if missing:
                     column.label(text=f"{ob.name}: cache {missing} is missing", icon="ERROR")
                     continue
+                if target == "HAIR" and not bake.cache_file.startswith("//strands_cache/"):
+                    row = column.row()
+                    row.label(text=f"{ob.name}: cache {bake.cache_file}", icon="INFO")
+                    row.operator("oriented_strands.gather_hair_caches", text="Gather")
                 column.label(
                     text=f"{ob.name}: frames {bake.frame_start}–{bake.frame_end}", icon="CHECKMARK"
                 )

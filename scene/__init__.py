@@ -9,7 +9,13 @@ caches and Alembic. Operators and panels call only what is re-exported here.
 from . import handlers
 from .alembic import export_alembic
 from .bake import BakeJob, bake_systems
-from .bake_outputs import BAKE_TARGET_ITEMS, baked_objects, free_bake, missing_cache
+from .bake_outputs import (
+    BAKE_TARGET_ITEMS,
+    baked_objects,
+    free_bake,
+    gather_hair_caches,
+    missing_cache,
+)
 from .errors import SceneInputError
 from .inputs import STRAND_OBJECT_TYPES
 from .strands import preset_names, preset_property_values
@@ -49,6 +55,7 @@ __all__ = [
     "export_alembic",
     "free_bake",
     "free_cache",
+    "gather_hair_caches",
     "handlers",
     "ignored_fields",
     "input_changed",

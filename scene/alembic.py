@@ -19,7 +19,14 @@ import os
 
 import bpy
 
-from .bake_outputs import BAKE_PROPERTY_GROUP, BONES, HAIR, SHAPE_KEYS, baked_objects
+from .bake_outputs import (
+    BAKE_PROPERTY_GROUP,
+    BONES,
+    HAIR,
+    SHAPE_KEYS,
+    baked_objects,
+    missing_cache,
+)
 from .cache import sampling
 from .errors import SceneInputError
 
@@ -43,6 +50,11 @@ def exported_objects(sources: list[bpy.types.Object], target: str) -> list[bpy.t
             kind = target.lower().replace("_", " ")
             raise SceneInputError(f"object {source.name!r} has no {kind} bake to export")
         for ob in baked:
+            if missing_cache(ob):
+                raise SceneInputError(
+                    f"{ob.name!r}: its cache {missing_cache(ob)} is missing, so it has no motion "
+                    "to export; put the strands_cache folder back beside the .blend or bake again"
+                )
             if target == BONES:
                 meshes = _skinned_meshes(ob)
                 if not meshes:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from mathutils import Matrix
 
 from . import children
 from .animation import add_fcurve, new_action
+from .errors import SceneInputError
 from .geometry import continuous_quaternions, quaternions_from_matrices
 from .preview import SurfaceBinding, new_curves_object, to_local
 from .strands import PROPERTY_GROUP
@@ -526,6 +528,47 @@ def restore_after_copy(filepath: str) -> None:
             if ob is not None:
                 getattr(ob, BAKE_PROPERTY_GROUP).cache_file = path
     _paths_before_save.clear()
+
+
+def gather_hair_caches() -> list[str]:
+    """Copy every hair bake's cache that is not in this .blend file's own ``strands_cache``
+    folder into it, and play it from there: the file and that folder then hold the whole bake
+    (a render farm's shot folder), and Free Bake here no longer deletes a cache another file
+    plays. Returns the caches copied (their new paths); raises :class:`SceneInputError`, with
+    nothing copied, where the file is not saved or a cache is missing."""
+    if not bpy.data.filepath:
+        raise SceneInputError("save the .blend file first: its hair caches go next to it")
+    objects = [ob for ob in bpy.data.objects if getattr(ob, BAKE_PROPERTY_GROUP).target == HAIR]
+    missing = [
+        f"{ob.name!r}: cache {missing_cache(ob)} is missing" for ob in objects if missing_cache(ob)
+    ]
+    if missing:
+        raise SceneInputError("; ".join(missing))
+    folder = os.path.join(os.path.dirname(bpy.data.filepath), CACHE_FOLDER)
+    own = {os.path.normpath(folder)}
+    elsewhere = [ob for ob in objects if os.path.dirname(_cache_path(ob)) not in own]
+    if elsewhere and not os.path.isdir(folder):
+        os.makedirs(folder)
+    taken = {_cache_path(ob) for ob in objects if ob not in elsewhere}
+    copied = []
+    for ob in elsewhere:
+        stem, _ = os.path.splitext(os.path.basename(_cache_path(ob)))
+        final = os.path.normpath(os.path.join(folder, stem + ".npy"))
+        copy = 2
+        while final in taken or os.path.exists(final):
+            final = os.path.normpath(os.path.join(folder, f"{stem}_{copy}.npy"))
+            copy += 1
+        partial = f"{final}.partial-{os.getpid()}"
+        try:
+            shutil.copyfile(_cache_path(ob), partial)
+            os.replace(partial, final)
+        finally:
+            if os.path.exists(partial):
+                os.remove(partial)
+        taken.add(final)
+        getattr(ob, BAKE_PROPERTY_GROUP).cache_file = bpy.path.relpath(final)
+        copied.append(getattr(ob, BAKE_PROPERTY_GROUP).cache_file)
+    return copied
 
 
 def missing_cache(ob: bpy.types.Object) -> str:

@@ -421,6 +421,58 @@ def test_baked_hair_plays_after_save_as_into_another_folder(factory_scene, tree,
         np.testing.assert_array_equal(_hair_points(scene.objects["tree_baked_hair"]), live[frame])
 
 
+def test_gathered_hair_caches_travel_with_the_file(factory_scene, tree, tmp_path):
+    """Saved as into a shot folder, the bake's cache gathered beside it: the folder holds the
+    whole bake (it plays from a copy moved anywhere), and Free Bake there leaves the cache the
+    first file plays."""
+    import shutil
+
+    live = _live(factory_scene, tree, range(1, FRAMES + 1))
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    shot = tmp_path / "farm" / "shot010"
+    shot.mkdir(parents=True)
+    bpy.ops.wm.save_as_mainfile(filepath=str(shot / "tree.blend"))
+    assert bpy.ops.oriented_strands.gather_hair_caches() == {"FINISHED"}
+    hair = bpy.data.objects["tree_baked_hair"]
+    assert hair.oriented_strands_bake.cache_file == "//strands_cache/tree.npy"
+    np.testing.assert_array_equal(
+        np.load(shot / "strands_cache" / "tree.npy"),
+        np.load(tmp_path / "strands_cache" / "tree.npy"),
+    )
+    bpy.ops.wm.save_mainfile()
+    # Gathered again, nothing is copied.
+    assert bpy.ops.oriented_strands.gather_hair_caches() == {"FINISHED"}
+    assert sorted(p.name for p in (shot / "strands_cache").iterdir()) == ["tree.npy"]
+
+    moved = tmp_path / "render_node"
+    shutil.copytree(shot, moved)
+    bpy.ops.wm.open_mainfile(filepath=str(moved / "tree.blend"))
+    scene = bpy.context.scene
+    for frame in (7, 3):
+        scene.frame_set(frame)
+        np.testing.assert_array_equal(_hair_points(scene.objects["tree_baked_hair"]), live[frame])
+    select_only(scene.objects["tree"])
+    assert bpy.ops.oriented_strands.free_bake_hair() == {"FINISHED"}
+    assert (tmp_path / "strands_cache" / "tree.npy").exists()
+    assert (shot / "strands_cache" / "tree.npy").exists()
+
+
+def test_a_hair_bake_without_its_cache_is_not_exported(factory_scene, tree, tmp_path):
+    from oriented_strands import scene
+
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    (tmp_path / "strands_cache" / "tree.npy").unlink()
+    with pytest.raises(scene.SceneInputError, match="'tree_baked_hair': its cache .* is missing"):
+        scene.export_alembic(
+            factory_scene, bpy.context.view_layer, [tree], "HAIR", str(tmp_path / "hair.abc")
+        )
+    assert not (tmp_path / "hair.abc").exists()
+    with pytest.raises(scene.SceneInputError, match="'tree_baked_hair': cache .* is missing"):
+        scene.gather_hair_caches()
+
+
 @pytest.fixture
 def engine_steps(monkeypatch):
     """How many times any simulation has advanced since the fixture started."""
