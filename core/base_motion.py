@@ -195,9 +195,10 @@ class BaseTrajectory:
 
     def sample(self, t: float) -> BaseMotion:
         """The bases' motion at time ``t`` (s): pose, velocity and acceleration, world frame."""
+        real = isinstance(t, int | float | np.integer | np.floating)
+        if not real or isinstance(t, bool | np.bool_) or not math.isfinite(t):
+            raise InvalidInputError(f"BaseTrajectory sample time must be finite, got {t!r}")
         t = float(t)
-        if not math.isfinite(t):
-            raise InvalidInputError(f"BaseTrajectory sample time must be finite, got {t}")
         first, last = self.times[0], self.times[-1]
         if self.times.shape[0] == 1 or t < first - self._slack or t > last + self._slack:
             end = 0 if t <= first else -1

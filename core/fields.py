@@ -41,19 +41,23 @@ import numpy as np
 
 from . import dynamics
 from .errors import InvalidInputError
-from .model import Model
+from .integrators import _real
+from .model import Model, is_whole
 from .simulation import Simulation
 from .state import Control, State
 
+# Most turbulence modes summed: each costs a sine per link and substep, and the statistics of the
+# sum settle long before (a mistyped count would otherwise allocate without bound).
+MAX_MODES = 1024
+
 
 def _finite(name: str, value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{name} must be a number, got {value!r}") from None
-    if not np.isfinite(number):
-        raise InvalidInputError(f"{name} must be finite, got {number}")
-    return number
+    """``value`` as a float: a real number (not a bool or a string of digits), finite."""
+    if not _real(value):
+        raise InvalidInputError(f"{name} must be a number, got {value!r}")
+    if not np.isfinite(value):
+        raise InvalidInputError(f"{name} must be finite, got {value}")
+    return float(value)
 
 
 def _non_negative(name: str, value: Any) -> float:
@@ -64,15 +68,28 @@ def _non_negative(name: str, value: Any) -> float:
 
 
 def _vector(name: str, value: Any, unit: bool = False) -> tuple[float, float, float]:
-    vector = np.asarray(value, dtype=np.float64)
+    try:
+        vector = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}") from None
     if vector.shape != (3,) or not np.isfinite(vector).all():
         raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}")
     if unit:
-        norm = float(np.linalg.norm(vector))
-        if norm == 0.0:
+        largest = float(np.abs(vector).max())
+        if largest == 0.0:
             raise InvalidInputError(f"{name} must not be the zero vector")
-        vector = vector / norm
+        # Scaled first, so that the length of a huge vector does not overflow.
+        vector = vector / largest
+        vector = vector / np.linalg.norm(vector)
     return tuple(float(c) for c in vector)
+
+
+def _parts(owner: str, falloff: Any, weight: Any) -> None:
+    """Refuse a field whose falloff or weight is not of its kind (found only when evaluated)."""
+    if not isinstance(falloff, Falloff):
+        raise InvalidInputError(f"{owner}.falloff must be a Falloff, got {type(falloff).__name__}")
+    if not isinstance(weight, RootToTip):
+        raise InvalidInputError(f"{owner}.weight must be a RootToTip, got {type(weight).__name__}")
 
 
 def _check_positions(xp: Any, positions: Any) -> None:
@@ -104,10 +121,11 @@ class Falloff:
     max_distance: float = float("inf")
 
     def __post_init__(self) -> None:
-        _non_negative("Falloff.power", self.power)
-        _non_negative("Falloff.radius", self.radius)
-        if not (self.max_distance > 0):
-            raise InvalidInputError(f"Falloff.max_distance must be > 0, got {self.max_distance}")
+        object.__setattr__(self, "power", _non_negative("Falloff.power", self.power))
+        object.__setattr__(self, "radius", _non_negative("Falloff.radius", self.radius))
+        if not (_real(self.max_distance) and self.max_distance > 0):
+            raise InvalidInputError(f"Falloff.max_distance must be > 0, got {self.max_distance!r}")
+        object.__setattr__(self, "max_distance", float(self.max_distance))
         if self.power > 0 and self.radius <= 0:
             raise InvalidInputError(
                 f"Falloff.radius must be positive when power > 0 (got power {self.power}, "
@@ -142,10 +160,11 @@ class RootToTip:
     exponent: float = 1.0
 
     def __post_init__(self) -> None:
-        _non_negative("RootToTip.root", self.root)
-        _non_negative("RootToTip.tip", self.tip)
+        object.__setattr__(self, "root", _non_negative("RootToTip.root", self.root))
+        object.__setattr__(self, "tip", _non_negative("RootToTip.tip", self.tip))
         if not (_finite("RootToTip.exponent", self.exponent) > 0):
             raise InvalidInputError(f"RootToTip.exponent must be > 0, got {self.exponent}")
+        object.__setattr__(self, "exponent", float(self.exponent))
 
     @property
     def uniform(self) -> bool:
@@ -185,8 +204,8 @@ class Turbulence:
     time_scale : float > 0, s
         Typical time over which the eddies change in place: periods spread over
         ``[time_scale/2, 2 time_scale]``.
-    seed : int
-    modes : int >= 1
+    seed : int >= 0
+    modes : int in [1, MAX_MODES]
         Fourier modes summed; more is smoother statistically, each costs one ``sin`` per point.
     """
 
@@ -202,9 +221,14 @@ class Turbulence:
         for name in ("length_scale", "time_scale"):
             if not (_finite(f"Turbulence.{name}", getattr(self, name)) > 0):
                 raise InvalidInputError(f"Turbulence.{name} must be > 0, got {getattr(self, name)}")
-        if int(self.modes) != self.modes or self.modes < 1:
+        if not is_whole(self.modes) or not 1 <= self.modes <= MAX_MODES:
             raise InvalidInputError(
-                f"Turbulence.modes must be a positive integer, got {self.modes}"
+                f"Turbulence.modes must be a positive integer, at most {MAX_MODES}, got "
+                f"{self.modes!r}"
+            )
+        if not is_whole(self.seed) or self.seed < 0:
+            raise InvalidInputError(
+                f"Turbulence.seed must be a whole number >= 0, got {self.seed!r}"
             )
         rng = np.random.default_rng(int(self.seed))
         n = int(self.modes)
@@ -228,6 +252,11 @@ class Turbulence:
             ),
             axis=1,
         )
+        if not np.isfinite(table).all():
+            raise InvalidInputError(
+                f"Turbulence.length_scale {self.length_scale} and time_scale {self.time_scale} "
+                "give wave numbers or frequencies too large to represent"
+            )
         table.setflags(write=False)
         object.__setattr__(self, "_table", table)
 
@@ -265,6 +294,12 @@ class Wind:
     def __post_init__(self) -> None:
         object.__setattr__(self, "velocity", _vector("Wind.velocity", self.velocity))
         object.__setattr__(self, "origin", _vector("Wind.origin", self.origin))
+        _parts("Wind", self.falloff, self.weight)
+        if not (self.turbulence is None or isinstance(self.turbulence, Turbulence)):
+            raise InvalidInputError(
+                f"Wind.turbulence must be a Turbulence or None, got "
+                f"{type(self.turbulence).__name__}"
+            )
 
     def evaluate(self, xp: Any, positions: Any, time: float) -> Any:
         """Air velocity (3, N), m/s, at world ``positions`` (3, N), m, and ``time``, s."""
@@ -306,6 +341,9 @@ class PointField:
     def __post_init__(self) -> None:
         object.__setattr__(self, "centre", _vector("PointField.centre", self.centre))
         object.__setattr__(self, "strength", _non_negative("PointField.strength", self.strength))
+        if not isinstance(self.inward, bool | np.bool_):
+            raise InvalidInputError(f"PointField.inward must be True or False, got {self.inward!r}")
+        _parts("PointField", self.falloff, self.weight)
 
     def evaluate(self, xp: Any, positions: Any, time: float) -> Any:
         """Field (3, N) at world ``positions`` (3, N), m; it does not change with ``time``."""
@@ -353,6 +391,7 @@ class VortexField:
         object.__setattr__(
             self, "core_radius", _non_negative("VortexField.core_radius", self.core_radius)
         )
+        _parts("VortexField", self.falloff, self.weight)
 
     def evaluate(self, xp: Any, positions: Any, time: float) -> Any:
         """Field (3, N) at world ``positions`` (3, N), m; it does not change with ``time``."""
@@ -435,7 +474,13 @@ class ForceFields:
 
     def __post_init__(self) -> None:
         for name in ("wind", "force"):
-            items = tuple(getattr(self, name))
+            given = getattr(self, name)
+            try:
+                items = tuple(given)
+            except TypeError:
+                raise InvalidInputError(
+                    f"ForceFields.{name} must be a sequence of fields, got {type(given).__name__}"
+                ) from None
             for item in items:
                 if not isinstance(item, Wind | PointField | VortexField):
                     raise InvalidInputError(
@@ -476,6 +521,8 @@ def apply_fields(
     time : float, s
         Time at which time-varying fields are evaluated; default ``simulation.time``.
     """
+    if not isinstance(simulation, Simulation):
+        raise InvalidInputError(f"simulation must be a Simulation, got {type(simulation).__name__}")
     time = simulation.time if time is None else _finite("time", time)
     ForceFields(wind, force).apply(
         simulation.model, simulation.data, simulation.state, simulation.control, time

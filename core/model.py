@@ -39,6 +39,10 @@ from .errors import InvalidInputError, InvalidStrandError
 
 # Segments shorter than this (metres) are degenerate: their direction is numerically meaningless.
 MIN_SEGMENT_LENGTH = 1e-8
+# A branch's root must lie within this many lengths of the link it grows from of that link's
+# segment: a rigid offset of a link or so is how drawn branches start (a curve's root near, not
+# on, its parent's resampled polyline), anything further is a wrong parent or link index.
+BRANCH_ROOT_TOLERANCE = 1.0
 # Rotation matrices converted to quaternions at a time (_quaternions).
 QUATERNION_CHUNK = 1 << 15
 
@@ -55,7 +59,8 @@ class StrandSpec:
         Index of the rigid base that drives the strand's root (root strands only).
     parent : (int, int) or None
         ``(strand_index, link_index)``: the strand is a branch attached to that link of another
-        strand, at the place where its root point lies in the rest pose.
+        strand, at the place where its root point lies in the rest pose: on the link's
+        segment, within :data:`BRANCH_ROOT_TOLERANCE` times the link's length of it.
     name : str
         Shown in error messages.
     """
@@ -400,6 +405,36 @@ def _strand_depths(specs: Sequence[StrandSpec], link_counts: list[int], n_bases:
     return [int(depth) for depth in depths]
 
 
+def _check_branch_roots(
+    specs: Sequence[StrandSpec],
+    roots: np.ndarray,
+    joints: np.ndarray,
+    segments: np.ndarray,
+    attachment: np.ndarray,
+) -> None:
+    """Refuse a branch whose root (``roots``, per strand) lies further from the segment of the
+    link it grows from (``attachment``, strand order, -1 for root strands; links from their
+    ``joints`` along their ``segments``) than :data:`BRANCH_ROOT_TOLERANCE` times that link's
+    length."""
+    branches = np.nonzero(attachment >= 0)[0]
+    link = attachment[branches]
+    offset, segment = roots[branches] - joints[link], segments[link]
+    length2 = np.einsum("ij,ij->i", segment, segment)
+    along = np.clip(np.einsum("ij,ij->i", offset, segment) / length2, 0.0, 1.0)
+    distance = np.linalg.norm(offset - along[:, None] * segment, axis=1)
+    off = distance > BRANCH_ROOT_TOLERANCE * np.sqrt(length2)
+    if off.any():
+        i = int(np.argmax(off))
+        strand = int(branches[i])
+        parent, parent_link = (int(value) for value in specs[strand].parent)
+        raise InvalidStrandError(
+            f"{_describe(strand, specs[strand])}: its root lies {distance[i]:.3g} m from link "
+            f"{parent_link} of its parent {_describe(parent, specs[parent])}, more than the "
+            f"link's length ({np.sqrt(length2[i]):.3g} m): a branch starts on the link it grows "
+            "from"
+        )
+
+
 def _per_link(name: str, value: Any, n_links: int, columns: int | None = None) -> np.ndarray:
     """Broadcast a parameter to strand-order per-link values, checking it is finite."""
     try:
@@ -568,7 +603,9 @@ def build_model(
     ------
     InvalidStrandError
         Naming the strand: fewer than 2 points, a zero-length segment, a non-finite point, a
-        branch attached to a missing strand or link, a base that does not exist, a cycle.
+        branch attached to a missing strand or link or whose root is off that link (further
+        from its segment than :data:`BRANCH_ROOT_TOLERANCE` times its length), a base that does
+        not exist, a cycle.
     InvalidInputError
         For parameters of the wrong shape or with non-finite values.
     """
@@ -617,6 +654,9 @@ def build_model(
     strand_parent = np.array([int(spec.parent[0]) if spec.parent else -1 for spec in specs])
     strand_parent_link = np.array([int(spec.parent[1]) if spec.parent else -1 for spec in specs])
     attachment = np.where(is_branch, link_offsets[strand_parent] + strand_parent_link, -1)
+    _check_branch_roots(
+        specs, points[point_offsets[:-1]], points[point_of_link], segments, attachment
+    )
     tree_base = np.array([-1 if spec.parent else int(spec.base) for spec in specs], np.int64)
     generation = np.zeros(n_strands, dtype=np.int64)
     for strand in np.argsort(first_depth, kind="stable")[np.count_nonzero(~is_branch) :]:

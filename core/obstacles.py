@@ -63,6 +63,8 @@ import numpy as np
 from .backend import Backend, get_backend
 from .base_motion import finite_array, rigid_parts
 from .errors import InvalidInputError
+from .integrators import _real
+from .model import is_whole
 from .triangles import SurfaceHits, query_surface, surface_topology
 
 # Sphere tracing of mesh obstacles: advances along a path, and how close (in grid cells) a traced
@@ -102,7 +104,7 @@ class Material:
     def __post_init__(self) -> None:
         for name in ("restitution", "static_friction", "dynamic_friction"):
             value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0.0):
+            if not (_real(value) and math.isfinite(value) and value >= 0.0):
                 raise InvalidInputError(f"Material.{name} must be a number >= 0, got {value!r}")
         if self.restitution > 1.0:
             raise InvalidInputError(
@@ -285,6 +287,10 @@ class ObstacleMotion:
             Naming the obstacle: vertices for an obstacle that is not a deforming mesh, or a
             vertex count other than the mesh's.
         """
+        if not isinstance(obstacles, Obstacles):
+            raise InvalidInputError(
+                f"obstacles must be an Obstacles (build_obstacles), got {type(obstacles).__name__}"
+            )
         n = obstacles.n_obstacles
         poses = finite_array("obstacle poses", poses, (n, 4, 4))
         rotation, position = rigid_parts("obstacle poses", poses)
@@ -295,7 +301,9 @@ class ObstacleMotion:
         velocity = finite_array("obstacle linear_velocity", velocity, (n, 3))
         device = obstacles.backend.from_host
         vertices, velocities = _surface_motion(
-            obstacles, mesh_vertices or {}, mesh_velocities or {}
+            obstacles,
+            _by_obstacle("mesh_vertices", mesh_vertices),
+            _by_obstacle("mesh_velocities", mesh_velocities),
         )
         return cls(
             rotation=device(rotation.transpose(1, 2, 0)),
@@ -349,17 +357,17 @@ class VertexTrajectory:
     vertices: np.ndarray
 
     def __post_init__(self) -> None:
-        _positive("VertexTrajectory.rate", self.rate)
-        vertices = np.asarray(self.vertices, dtype=float)
-        if vertices.ndim != 3 or vertices.shape[2] != 3 or not len(vertices):
-            raise InvalidInputError(
-                f"VertexTrajectory.vertices must have shape (F, V, 3), got {vertices.shape}"
-            )
+        object.__setattr__(self, "rate", _positive("VertexTrajectory.rate", self.rate))
+        vertices = finite_array("VertexTrajectory.vertices", self.vertices, (None, None, 3))
+        if not len(vertices):
+            raise InvalidInputError("VertexTrajectory.vertices must hold at least one sample")
         object.__setattr__(self, "vertices", vertices)
 
     def __call__(self, time: float) -> tuple[np.ndarray, np.ndarray]:
         """Positions (V, 3) and velocities (V, 3) at ``time`` (s); before the first sample and
         after the last the mesh stands as it is there."""
+        if not (_real(time) and math.isfinite(time)):
+            raise InvalidInputError(f"VertexTrajectory time must be a finite number, got {time!r}")
         position = float(time) * self.rate
         last = len(self.vertices) - 1
         if last == 0 or position < 0.0 or position >= last:
@@ -369,6 +377,20 @@ class VertexTrajectory:
         share = position - index
         start, end = self.vertices[index], self.vertices[index + 1]
         return start + share * (end - start), (end - start) * self.rate
+
+
+def _by_obstacle(name: str, given: Any) -> Mapping[int, Any]:
+    """``given`` (None: empty) checked to be a mapping keyed by obstacle indices."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise InvalidInputError(
+            f"{name} must be a mapping from obstacle index to array, got {type(given).__name__}"
+        )
+    for index in given:
+        if not is_whole(index):
+            raise InvalidInputError(f"{name} keys must be obstacle indices, got {index!r}")
+    return given
 
 
 def _surface_motion(
@@ -390,13 +412,13 @@ def _surface_motion(
         for index, values in given.items():
             count = obstacles.surface_vertices[slot[index]].shape[1]
             label = f"obstacle {index} ({obstacles.names[index]!r})"
-            values = np.asarray(values, dtype=float)
-            if values.ndim != 2 or values.shape[1] != 3 or len(values) != count:
+            values = finite_array(label, values, (None, 3))
+            if len(values) != count:
                 raise InvalidInputError(
                     f"{label}: the mesh has {count} vertices, its motion gives an array of "
                     f"shape {values.shape}; a deforming mesh keeps its vertex count"
                 )
-            arrays[slot[index]] = device(finite_array(label, values, (count, 3)).T)
+            arrays[slot[index]] = device(values.T)
         per_surface.append(tuple(arrays))
     return per_surface[0], per_surface[1]
 
@@ -445,17 +467,31 @@ def build_obstacles(
     Raises
     ------
     InvalidInputError
-        Naming the obstacle (index and name): an unknown shape, a non-positive or non-finite
-        radius or cell size, a mesh with bad indices, an open mesh without a thickness, a grid
-        too large.
+        Naming the obstacle (index and name): an unknown shape, a material that is not a
+        :class:`Material`, a name that is not a string, a non-positive or non-finite radius or
+        cell size, a non-finite capsule end or vertex, a mesh with bad indices, an open mesh
+        without a thickness, a grid too large.
     """
     backend = get_backend(backend, dtype)
+    if isinstance(shapes, str | bytes | Mapping) or not isinstance(shapes, Sequence):
+        raise InvalidInputError(
+            f"shapes must be a sequence of obstacle shapes, got {type(shapes).__name__}"
+        )
     shapes = list(shapes)
     for index, shape in enumerate(shapes):
         if not isinstance(shape, KINDS):
             raise InvalidInputError(
                 f"obstacle {index}: expected Plane, Sphere, Capsule or TriangleMesh, got "
                 f"{type(shape).__name__}"
+            )
+        if not isinstance(shape.name, str):
+            raise InvalidInputError(
+                f"obstacle {index}: name must be a string, got {type(shape.name).__name__}"
+            )
+        if not isinstance(shape.material, Material):
+            raise InvalidInputError(
+                f"obstacle {index} ({shape.name!r}): material must be a Material, got "
+                f"{type(shape.material).__name__}"
             )
 
     def label(index: int) -> str:
@@ -688,6 +724,16 @@ def _placed(obstacles: Obstacles, motion: ObstacleMotion) -> dict:
     order = obstacles.kind_order
     vertices = motion.surface_vertices or (None,) * len(obstacles.surfaces)
     velocities = motion.surface_velocities or (None,) * len(obstacles.surfaces)
+    for given in (vertices, velocities):
+        shapes = [None if array is None else tuple(array.shape) for array in given]
+        rest = [tuple(array.shape) for array in obstacles.surface_vertices]
+        if len(shapes) != len(rest) or any(
+            shape not in (None, own) for shape, own in zip(shapes, rest, strict=True)
+        ):
+            raise InvalidInputError(
+                f"obstacle motion moves surfaces of shapes {shapes}, the set's are {rest}: "
+                "build it with ObstacleMotion.from_host from these obstacles"
+            )
     return {
         "rotation": motion.rotation[:, :, order],
         "position": motion.position[:, order],
@@ -949,10 +995,7 @@ def _mesh_arrays(label: str, mesh: TriangleMesh) -> _MeshArrays:
     """Validate a mesh's vertices, triangles, cell size and thickness. A deforming or open mesh
     is collided against its triangles; an open one needs a thickness."""
     vertices = finite_array(f"{label}: vertices", mesh.vertices, (None, 3))
-    try:
-        triangles = np.array(mesh.triangles, dtype=np.int64)
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(f"{label}: triangles must be integer indices: {error}") from None
+    triangles = _indices(f"{label}: triangles", mesh.triangles)
     if triangles.ndim != 2 or triangles.shape[1] != 3 or len(triangles) < 1:
         raise InvalidInputError(
             f"{label}: triangles must have shape (F, 3) with F >= 1, got {triangles.shape}"
@@ -964,8 +1007,12 @@ def _mesh_arrays(label: str, mesh: TriangleMesh) -> _MeshArrays:
         )
     cell = _positive(f"{label}: cell_size", mesh.cell_size)
     thickness = mesh.thickness
-    if not (isinstance(thickness, int | float) and math.isfinite(thickness) and thickness >= 0):
-        raise InvalidInputError(f"{label}: thickness must be a number >= 0, got {thickness!r}")
+    if not (_real(thickness) and math.isfinite(thickness) and thickness >= 0):
+        raise InvalidInputError(
+            f"{label}: thickness must be a finite number >= 0, got {thickness!r}"
+        )
+    if not isinstance(mesh.deforming, bool | np.bool_):
+        raise InvalidInputError(f"{label}: deforming must be True or False, got {mesh.deforming!r}")
     open_edges = count_open_edges(triangles)
     if open_edges and thickness == 0.0:
         raise InvalidInputError(
@@ -974,6 +1021,19 @@ def _mesh_arrays(label: str, mesh: TriangleMesh) -> _MeshArrays:
         )
     on_triangles = bool(mesh.deforming) or open_edges > 0
     return _MeshArrays(vertices, triangles, cell, float(thickness), on_triangles)
+
+
+def _indices(name: str, value: Any) -> np.ndarray:
+    """``value`` as int64 indices: integers, or floats that are whole (never rounded)."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"{name} must be integer indices: {error}") from None
+    if array.dtype.kind == "f" and np.isfinite(array).all() and (array == np.round(array)).all():
+        array = array.astype(np.int64)
+    if array.dtype.kind not in "iu" or (array.size and np.abs(array).max() >= 2**62):
+        raise InvalidInputError(f"{name} must be integer indices, got {value!r}")
+    return array.astype(np.int64)
 
 
 def _mesh_grid(
@@ -991,12 +1051,14 @@ def _mesh_grid(
     padding = 3.0 * cell if mesh.padding is None else _positive(f"{label}: padding", mesh.padding)
     padding += arrays.thickness
     origin = vertices.min(axis=0) - padding
-    shape = np.ceil((vertices.max(axis=0) + padding - origin) / cell).astype(np.int64) + 1
-    if np.prod(shape) > _MAX_GRID_NODES:
-        raise InvalidInputError(
-            f"{label}: a grid of {tuple(shape)} nodes at cell_size {cell} m is too large "
-            f"(at most {_MAX_GRID_NODES}); raise cell_size"
-        )
+    with np.errstate(over="ignore", invalid="ignore"):
+        nodes = np.ceil((vertices.max(axis=0) + padding - origin) / cell) + 1
+        if not (np.isfinite(nodes).all() and np.prod(nodes) <= _MAX_GRID_NODES):
+            raise InvalidInputError(
+                f"{label}: a grid of {tuple(nodes.tolist())} nodes at cell_size {cell} m is too "
+                f"large (at most {_MAX_GRID_NODES}); raise cell_size"
+            )
+    shape = nodes.astype(np.int64)
     corners = vertices[triangles]  # (F, 3 corners, 3)
     distance, nearest = _band_distances(corners, origin, cell, shape)
     _sweep_nearest(corners, origin, cell, distance, nearest)
@@ -1181,8 +1243,6 @@ def _perpendicular(xp: Any, axis: Any) -> Any:
 
 
 def _positive(name: str, value: Any) -> float:
-    if not (isinstance(value, int | float | np.integer | np.floating) and math.isfinite(value)):
-        raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
-    if value <= 0.0:
-        raise InvalidInputError(f"{name} must be positive, got {value}")
+    if not (_real(value) and math.isfinite(value) and value > 0.0):
+        raise InvalidInputError(f"{name} must be positive and finite, got {value!r}")
     return float(value)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import spatial
-from .base_motion import BaseTrajectory
+from .base_motion import BaseTrajectory, finite_array
 from .errors import InvalidInputError, InvalidStrandError
 from .model import Model, StrandSpec, build_model
 
@@ -117,11 +117,19 @@ def pose_rotations(model: Model, points: Any, base_poses: Any = None) -> np.ndar
     Raises
     ------
     InvalidInputError
-        For points of the wrong shape or not finite.
+        For a model that is not a :class:`.model.Model`, points of the wrong shape or not
+        finite, base poses that are not rigid transforms.
     InvalidStrandError
         Naming the strand, for a zero-length target segment.
     """
-    points = np.asarray(points, dtype=np.float64)
+    if not isinstance(model, Model):
+        raise InvalidInputError(f"model must be a Model, got {type(model).__name__}")
+    try:
+        points = np.asarray(points, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"pose points must be numbers, got {type(points).__name__}"
+        ) from None
     if points.shape != (model.n_points, 3) or not np.isfinite(points).all():
         raise InvalidInputError(
             f"pose points must be finite with shape ({model.n_points}, 3) (every strand's root "
@@ -129,6 +137,7 @@ def pose_rotations(model: Model, points: Any, base_poses: Any = None) -> np.ndar
         )
     poses = model.base_rest_poses if base_poses is None else base_poses
     offsets = model.point_offsets
+    points = _branches_on_their_links(model, points)
     specs = [
         StrandSpec(
             points[offsets[s] : offsets[s + 1]],
@@ -147,6 +156,23 @@ def pose_rotations(model: Model, points: Any, base_poses: Any = None) -> np.ndar
     except InvalidInputError as error:  # the only other input build_model checks here
         raise InvalidInputError(f"pose_rotations base_poses: {error}") from error
     return posed.to_strand_order(posed.rest_rotation)
+
+
+def _branches_on_their_links(model: Model, points: np.ndarray) -> np.ndarray:
+    """``points`` with every branch moved as a whole so that its root lies on the joint of the
+    link it grows from: rotations depend only on the segments' directions, and a model refuses a
+    branch whose root is off its parent link (:func:`.model.build_model`)."""
+    points = points.copy()
+    offsets, parent, link = model.point_offsets, model.strand_parent, model.strand_parent_link
+    placed = parent < 0
+    while not placed.all():
+        # Branches on placed strands, a generation at a time (build_model refused cycles).
+        for strand in np.nonzero(~placed & placed[np.maximum(parent, 0)])[0]:
+            joint = points[offsets[parent[strand]] + link[strand]]
+            span = slice(offsets[strand], offsets[strand + 1])
+            points[span] += joint - points[offsets[strand]]
+            placed[strand] = True
+    return points
 
 
 class PoseTrajectory:
@@ -170,11 +196,7 @@ class PoseTrajectory:
     """
 
     def __init__(self, times: Any, rotations: Any) -> None:
-        rotations = np.asarray(rotations, dtype=np.float64)
-        if rotations.ndim != 3 or rotations.shape[2] != 4:
-            raise InvalidInputError(
-                f"PoseTrajectory rotations must have shape (F, n_links, 4), got {rotations.shape}"
-            )
+        rotations = finite_array("PoseTrajectory rotations", rotations, (None, None, 4))
         samples, n_links = rotations.shape[:2]
         matrices = np.zeros((samples, n_links, 4, 4))
         for f in range(samples):

@@ -29,7 +29,7 @@ from .constraints import (
 )
 from .dynamics import Data
 from .errors import InvalidInputError
-from .integrators import SolverSettings, StepStats
+from .integrators import SolverSettings, StepStats, _real
 from .interaction import Interaction, InteractionStats, StrandInteraction
 from .model import Model
 from .obstacles import Obstacles
@@ -90,6 +90,19 @@ class Simulation:
         constraint_settings: ConstraintSettings | None = None,
         interaction: StrandInteraction | None = None,
     ) -> None:
+        if not isinstance(model, Model):
+            raise InvalidInputError(f"model must be a Model, got {type(model).__name__}")
+        for name, value, kind in (
+            ("settings", settings, SolverSettings),
+            ("obstacles", obstacles, Obstacles),
+            ("joint_limits", joint_limits, JointLimits),
+            ("constraint_settings", constraint_settings, ConstraintSettings),
+            ("interaction", interaction, StrandInteraction),
+        ):
+            if value is not None and not isinstance(value, kind):
+                raise InvalidInputError(
+                    f"{name} must be a {kind.__name__} or None, got {type(value).__name__}"
+                )
         self.model = model
         self.settings = settings or SolverSettings()
         self.control = Control.from_model(model, gravity)
@@ -278,10 +291,23 @@ class Simulation:
         ``obstacle_motion`` is an :class:`ObstacleMotion` held from now on, or a callable giving
         the obstacles' poses and velocities at time ``t``, sampled at each substep's start (where
         contacts are looked for); None keeps the last one.
+
+        Every argument is checked before the simulation changes, and what a callable returns
+        when it is sampled: a call refused with :class:`.InvalidInputError` (a ``dt`` that is
+        not a finite number > 0, a source of the wrong kind or returning one) leaves the
+        simulation as it was.
         """
+        # Here, not at the top: the fields module builds on this one.
+        from .fields import ForceFields
+
+        if not (_real(dt) and np.isfinite(dt) and dt > 0):
+            raise InvalidInputError(f"dt must be a positive number, got {dt!r}")
         dt = float(dt)
-        if not (np.isfinite(dt) and dt > 0):
-            raise InvalidInputError(f"dt must be a positive number, got {dt}")
+        base = _checked_base(base)
+        if fields is not None and not isinstance(fields, ForceFields):
+            raise InvalidInputError(
+                f"fields must be a ForceFields or None, got {type(fields).__name__}"
+            )
         if self._workers is None:
             # In one process a call that fails, interrupted ones included, leaves the
             # simulation as it found it: the next call steps as if it had never been made.
@@ -416,6 +442,29 @@ class Simulation:
         )
         to_host = self.model.backend.to_host
         return float(to_host(kinetic)), float(to_host(potential))
+
+
+def _checked_base(base: Any) -> BaseSource:
+    """``base`` if it is a :class:`BaseMotion`, else a callable of time that checks that what
+    ``base`` returns is one (the steps sample it; the error then undoes the call). A pose and
+    an obstacle motion, given or returned, are checked where the steps take them."""
+    if isinstance(base, BaseMotion):
+        return base
+    if not callable(base):
+        raise InvalidInputError(
+            f"base must be a BaseMotion or a callable base(t) returning one, got "
+            f"{type(base).__name__}"
+        )
+
+    def sampled(t: float) -> BaseMotion:
+        motion = base(t)
+        if not isinstance(motion, BaseMotion):
+            raise InvalidInputError(
+                f"base({t!r}) must return a BaseMotion, got {type(motion).__name__}"
+            )
+        return motion
+
+    return sampled
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
