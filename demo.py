@@ -1,18 +1,29 @@
-"""The built-in example: a ponytail colliding with a turning head and a branched tree in wind.
+"""The built-in example, a shot: a bust with a head of hair and a ponytail, and a tree in gusts.
 
 Run with ``make demo`` (or ``python -m oriented_strands.demo --output DIR`` in the Blender venv).
-It builds the scene from code (no binary assets), adds strand systems the way an artist does
-(select curves, Add Strand System), plays the timeline so the live preview simulates every
-frame, bakes both systems to shape keys, bones and hair curves, and writes:
+It builds the scene from code (no binary assets) and works the way an artist does:
 
-- ``demo.blend``: the scene, with the artist's curves, the simulated preview objects and the
-  baked objects (``<name>_shape_keys``, ``<name>_rig``, ``<name>_baked_hair``);
+- a bust: a head and shoulders on an armature that turns the head, nods and shrugs (the
+  shoulders deform with it and are an obstacle read at every frame, the head a sphere);
+- a bob of guide hair grown on the head (Blender's *Empty Hair* on it), simulated with
+  collisions and strand interaction, and render hair grown around the guides by Blender's own
+  *Interpolate Hair Curves* (*Add Child Hair*), shaded with the Principled Hair BSDF;
+- a ponytail tied at the back of the head, its own strand system;
+- a branched tree beside the bust, shaken by a gusty wind field, baked to bones that carry its
+  leaves;
+- three-point lighting, a ground, a camera.
+
+It plays the timeline so the live preview simulates every frame, bakes the hair and ponytail
+to hair curves (from the played frames) and shape keys, the tree to bones, and writes:
+
+- ``demo.blend``: the scene, with the artist's curves, the simulated and baked objects;
 - ``strands_cache/<name>.npy``: the hair-curve caches the baked hair objects play;
 - ``hair.abc``, ``shape_keys.abc``: the bakes exported as Alembic, one sample per frame;
 - ``strands.npz``: the simulated points of every frame (``<object>``: frames x points x 3);
-- ``preview_####.png``: a few frames rendered with Cycles on the CPU.
+- ``shot_####.png``: stills rendered with Cycles on the CPU, and ``shot.mp4``, the whole shot
+  (small, 12 frames a second).
 
-``--small`` makes a reduced run for the test-suite (fewer frames, strands and samples).
+``--quick`` makes a reduced run for the test-suite (fewer frames, strands, samples and pixels).
 """
 
 from __future__ import annotations
@@ -22,9 +33,33 @@ import math
 import os
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+HEAD_CENTRE = np.array([0.0, 0.0, 1.62])
+HEAD_RADIUS = 0.1
+FPS = 24
+
+
+@dataclass(frozen=True)
+class Size:
+    """How much the demo makes: frames, hair guides, render hairs per guide, render settings."""
+
+    frames: int
+    guides: int
+    children_per_guide: float
+    ponytail: int
+    leaves: int
+    samples: int
+    still: tuple[int, int]
+    video: tuple[int, int]
+
+
+FULL = Size(72, 1000, 20.0, 40, 200, 24, (1280, 720), (480, 270))
+QUICK = Size(12, 60, 4.0, 8, 24, 2, (160, 90), (96, 54))
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -34,13 +69,46 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--output", type=Path, default=Path("demo_output"), help="folder for the results"
     )
-    parser.add_argument("--small", action="store_true", help="a reduced run (tests)")
+    parser.add_argument("--quick", action="store_true", help="a reduced run (tests)")
     return parser.parse_args(argv)
 
 
 def _link(bpy, ob):
     bpy.context.scene.collection.objects.link(ob)
     return ob
+
+
+def _with_nodes(datablock):
+    """``datablock`` (a material or world) with its node tree: Blender 5 makes one with it,
+    4.2 when asked (the switch is deprecated in 5)."""
+    if datablock.node_tree is None:
+        datablock.use_nodes = True
+    return datablock
+
+
+def _material(bpy, name: str, color: tuple[float, float, float], roughness: float = 0.5):
+    material = _with_nodes(bpy.data.materials.new(name))
+    shader = material.node_tree.nodes["Principled BSDF"]
+    shader.inputs["Base Color"].default_value = (*color, 1.0)
+    shader.inputs["Roughness"].default_value = roughness
+    material.diffuse_color = (*color, 1.0)
+    return material
+
+
+def _hair_material(bpy):
+    """Brown hair: the Principled Hair BSDF by melanin."""
+    material = _with_nodes(bpy.data.materials.new("Hair"))
+    nodes, links = material.node_tree.nodes, material.node_tree.links
+    nodes.remove(nodes["Principled BSDF"])
+    hair = nodes.new("ShaderNodeBsdfHairPrincipled")
+    hair.parametrization = "MELANIN"
+    hair.inputs["Melanin"].default_value = 0.65
+    hair.inputs["Melanin Redness"].default_value = 0.55
+    hair.inputs["Roughness"].default_value = 0.3
+    hair.inputs["Random Roughness"].default_value = 0.2
+    links.new(hair.outputs[0], nodes["Material Output"].inputs["Surface"])
+    material.diffuse_color = (0.22, 0.12, 0.06, 1.0)
+    return material
 
 
 def _poly_curve(bpy, name: str, splines: list[np.ndarray]):
@@ -53,72 +121,333 @@ def _poly_curve(bpy, name: str, splines: list[np.ndarray]):
     return _link(bpy, bpy.data.objects.new(name, curve))
 
 
-def _head(bpy, frames: int):
-    """A head proxy that turns left and right and nods, keyed once per second."""
-    mesh = bpy.data.meshes.new("Head")
+def _sphere_mesh(bpy, name: str, radius: float, scale=(1.0, 1.0, 1.0), rings: int = 24):
     import bmesh
 
+    mesh = bpy.data.meshes.new(name)
     shape = bmesh.new()
-    bmesh.ops.create_uvsphere(shape, u_segments=24, v_segments=12, radius=0.1)
+    shape.loops.layers.uv.new("UVMap")
+    bmesh.ops.create_uvsphere(
+        shape, u_segments=2 * rings, v_segments=rings, radius=radius, calc_uvs=True
+    )
+    bmesh.ops.scale(shape, vec=scale, verts=shape.verts)
     shape.to_mesh(mesh)
     shape.free()
-    head = _link(bpy, bpy.data.objects.new("Head", mesh))
-    head.location = (0.0, 0.0, 1.6)
+    mesh.shade_smooth()
+    return mesh
+
+
+def _cylinder_mesh(bpy, name: str, radius: float, depth: float):
+    import bmesh
+
+    mesh = bpy.data.meshes.new(name)
+    shape = bmesh.new()
+    bmesh.ops.create_cone(
+        shape, cap_ends=True, segments=32, radius1=radius, radius2=radius, depth=depth
+    )
+    shape.to_mesh(mesh)
+    shape.free()
+    mesh.shade_smooth()
+    return mesh
+
+
+def _rig(bpy, frames: int):
+    """An armature: a neck, the head on it, and two shoulders. The head turns left and right
+    and nods, the shoulders shrug once, all keyed every half second after a still second."""
+    armature = bpy.data.armatures.new("Rig")
+    rig = _link(bpy, bpy.data.objects.new("Rig", armature))
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    neck = armature.edit_bones.new("neck")
+    neck.head, neck.tail = (0.0, 0.0, 1.36), (0.0, 0.0, 1.52)
+    head = armature.edit_bones.new("head")
+    head.head, head.tail, head.parent = (0.0, 0.0, 1.52), (0.0, 0.0, 1.72), neck
+    for side, x in (("L", 1.0), ("R", -1.0)):
+        shoulder = armature.edit_bones.new(f"shoulder.{side}")
+        shoulder.head, shoulder.tail = (0.03 * x, 0.0, 1.38), (0.2 * x, 0.0, 1.36)
+        shoulder.parent = neck
+    bpy.ops.object.mode_set(mode="OBJECT")
+    pose = rig.pose.bones
+    for bone in pose:
+        bone.rotation_mode = "XYZ"
     for frame in range(1, frames + 1, 12):
-        phase = (frame - 1) / 24.0
-        head.rotation_euler = (
-            0.15 * math.sin(2 * math.pi * phase),
+        seconds = (frame - 1) / FPS
+        moving = min(1.0, max(0.0, seconds - 0.5))
+        pose["head"].rotation_euler = (
+            0.18 * moving * math.sin(2.0 * math.pi * seconds),
             0.0,
-            0.9 * math.sin(math.pi * phase),
+            0.7 * moving * math.sin(math.pi * seconds),
         )
-        head.keyframe_insert("rotation_euler", frame=frame)
-    return head
+        pose["head"].keyframe_insert("rotation_euler", frame=frame)
+        shrug = 0.22 * math.sin(math.pi * min(1.0, max(0.0, seconds - 1.0)))
+        for side, x in (("L", 1.0), ("R", -1.0)):
+            pose[f"shoulder.{side}"].rotation_euler = (0.0, x * shrug, 0.0)
+            pose[f"shoulder.{side}"].keyframe_insert("rotation_euler", frame=frame)
+    return rig
 
 
-def _ponytail(bpy, head, strands: int):
-    """Strands from the back of the head, hanging down and back; parented to the head."""
+def _on_bone(ob, rig, bone: str) -> None:
+    """Parent ``ob`` to a bone of ``rig``, keeping where it is in the rest pose (a bone child
+    hangs from the bone's tail)."""
+    from mathutils import Matrix
+
+    rest = rig.data.bones[bone]
+    tail = rig.matrix_world @ rest.matrix_local @ Matrix.Translation((0.0, rest.length, 0.0))
+    ob.parent, ob.parent_type, ob.parent_bone = rig, "BONE", bone
+    ob.matrix_parent_inverse = tail.inverted()
+
+
+def _bust(bpy, rig, skin, plinth):
+    """The head, parented to the head bone, and the shoulders, deformed by the shoulder bones,
+    on a stand; both collide with the hair (the head as a sphere, the shoulders as a deforming
+    mesh)."""
+    head = _link(bpy, bpy.data.objects.new("Head", _sphere_mesh(bpy, "Head", HEAD_RADIUS)))
+    head.location = tuple(HEAD_CENTRE)
+    head.data.materials.append(skin)
+    _on_bone(head, rig, "head")
+    head.oriented_strands_obstacle.use_obstacle = True
+    head.oriented_strands_obstacle.shape = "SPHERE"
+
+    neck = _link(bpy, bpy.data.objects.new("Neck", _cylinder_mesh(bpy, "Neck", 0.045, 0.22)))
+    neck.location = (0.0, 0.0, 1.45)
+    neck.data.materials.append(skin)
+    _on_bone(neck, rig, "neck")
+    body = _link(
+        bpy,
+        bpy.data.objects.new("Shoulders", _sphere_mesh(bpy, "Shoulders", 1.0, (0.24, 0.12, 0.15))),
+    )
+    body.location = (0.0, 0.0, 1.26)
+    body.data.materials.append(skin)
+    body.parent = rig
+    coordinates = np.array([v.co for v in body.data.vertices])
+    # The shoulders, not the chest below them, go up with a shrug.
+    upper = np.clip((coordinates[:, 2] + 0.02) / 0.1, 0.0, 1.0)
+    for side, x in (("L", 1.0), ("R", -1.0)):
+        group = body.vertex_groups.new(name=f"shoulder.{side}")
+        reach = upper * np.clip(x * coordinates[:, 0] / 0.12, 0.0, 1.0)
+        for index in np.nonzero(reach)[0]:
+            group.add([int(index)], float(reach[index]), "REPLACE")
+    neck = body.vertex_groups.new(name="neck")
+    share = 1.0 - upper * np.clip(np.abs(coordinates[:, 0]) / 0.12, 0.0, 1.0)
+    for index in np.nonzero(share)[0]:
+        neck.add([int(index)], float(share[index]), "REPLACE")
+    body.modifiers.new("Armature", "ARMATURE").object = rig
+    stand = _link(bpy, bpy.data.objects.new("Stand", _cylinder_mesh(bpy, "Stand", 0.07, 1.2)))
+    stand.location = (0.0, 0.0, 0.6)
+    stand.data.materials.append(plinth)
+    body.oriented_strands_obstacle.use_obstacle = True
+    body.oriented_strands_obstacle.shape = "MESH"
+    return head, body
+
+
+def _scalp_roots(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Polar angle and azimuth of ``count`` roots on the scalp: a Fibonacci lattice above the
+    ears, less the face (front, -y, below the hairline)."""
+    candidates = 3 * count
+    index = np.arange(candidates) + 0.5
+    z = 1.0 - index / candidates * (1.0 - math.sin(math.radians(-5.0)))
+    polar = np.arccos(z)
+    azimuth = (index * math.pi * (3.0 - math.sqrt(5.0))) % (2.0 * math.pi)
+    from_front = np.abs(((azimuth + 0.5 * math.pi) + math.pi) % (2.0 * math.pi) - math.pi)
+    keep = (polar < math.radians(50.0)) | (from_front > math.radians(55.0))
+    keep &= ~((polar > math.radians(70.0)) & (from_front > math.radians(120.0)))
+    chosen = np.nonzero(keep)[0]
+    chosen = chosen[np.linspace(0, len(chosen) - 1, count).round().astype(int)]
+    return polar[chosen], azimuth[chosen]
+
+
+def _bob(points: int, polar: np.ndarray, azimuth: np.ndarray) -> list[np.ndarray]:
+    """A bob, in the head's space: each guide leaves its root along the scalp down its
+    meridian, lifted 6 mm off the head, then falls straight down, 20 cm in all."""
+    length, lift = 0.2, 0.006
+    guides = []
+    for theta0, phi in zip(polar, azimuth, strict=True):
+        s = np.linspace(0.0, length, points)
+        radius = HEAD_RADIUS + lift * np.minimum(s / 0.02, 1.0)
+        theta = np.minimum(theta0 + s / (HEAD_RADIUS + lift), math.radians(100.0))
+        over = s - (theta - theta0) * (HEAD_RADIUS + lift)
+        guide = np.stack(
+            (
+                radius * np.sin(theta) * math.cos(phi),
+                radius * np.sin(theta) * math.sin(phi),
+                radius * np.cos(theta) - over,
+            ),
+            axis=1,
+        )
+        guides.append(guide)
+    return guides
+
+
+def _hair(bpy, head, size: Size, material):
+    """Guide hair grown on the head the way an artist starts it (Empty Hair on the head)."""
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(False)
+    head.select_set(True)
+    bpy.context.view_layer.objects.active = head
+    bpy.ops.object.curves_empty_hair_add()
+    hair = bpy.context.active_object
+    hair.name = hair.data.name = "Hair"
+    guides = _bob(9, *_scalp_roots(size.guides))
+    hair.data.add_curves([len(g) for g in guides])
+    hair.data.attributes["position"].data.foreach_set(
+        "vector", np.concatenate(guides).astype(np.float32).ravel()
+    )
+    hair.data.materials.append(material)
+    return hair
+
+
+def _ponytail(bpy, head, strands: int, material):
+    """A ponytail tied at the back of the head: strands from a small disc, down its back."""
+    rng = np.random.default_rng(5)
+    tie = HEAD_CENTRE + np.array([0.0, 0.104, 0.02])
     splines = []
-    for k in range(strands):
-        angle = math.pi * (0.35 + 0.3 * k / max(strands - 1, 1))
-        root = np.array([0.1 * math.cos(angle), -0.1 * math.sin(angle) * 0.2 - 0.09, 0.02])
-        direction = np.array([0.2 * math.cos(angle), -0.35, -1.0])
-        splines.append(
-            root + np.linspace(0.0, 0.35, 8)[:, None] * direction / np.linalg.norm(direction)
-        )
+    for _ in range(strands):
+        offset = rng.normal(0.0, 0.006, 3) * (1.0, 0.3, 1.0)
+        direction = np.array([rng.normal(0.0, 0.08), 0.45, -1.0])
+        along = np.linspace(0.0, 0.34, 12)[:, None]
+        splines.append(tie + offset + along * direction / np.linalg.norm(direction))
     ponytail = _poly_curve(bpy, "Ponytail", splines)
+    ponytail.data.materials.append(material)
     ponytail.parent = head
+    ponytail.matrix_parent_inverse = head.matrix_world.inverted()
     return ponytail
 
 
-def _tree(bpy):
-    """A trunk with two branches and a twig, each branch rooted on its parent's curve."""
-    trunk = np.array([[0.8, 0.0, 0.0], [0.8, 0.0, 0.5], [0.82, 0.0, 1.0], [0.83, 0.0, 1.3]])
-    left = np.array([trunk[1] + 0.5 * (trunk[2] - trunk[1]), [0.6, 0.05, 0.95], [0.45, 0.1, 1.1]])
-    right = np.array([trunk[2], [1.05, -0.05, 1.2], [1.2, -0.1, 1.35]])
-    twig = np.array([right[1], [1.1, 0.1, 1.35]])
-    return _poly_curve(bpy, "Tree", [trunk, left, right, twig])
+def _tree(bpy, bark):
+    """A trunk with two branches and a twig, each rooted on its parent's curve."""
+    trunk = np.array([[0.85, 0.4, 0.0], [0.85, 0.4, 0.6], [0.88, 0.4, 1.2], [0.9, 0.4, 1.6]])
+    left = np.array([trunk[1] + 0.6 * (trunk[2] - trunk[1]), [0.65, 0.45, 1.05], [0.5, 0.5, 1.3]])
+    right = np.array([trunk[2], [1.1, 0.35, 1.4], [1.25, 0.3, 1.6]])
+    twig = np.array([right[1], [1.15, 0.5, 1.62]])
+    tree = _poly_curve(bpy, "Tree", [trunk, left, right, twig])
+    tree.data.materials.append(bark)
+    return tree
 
 
-def _stage(bpy, output: Path, small: bool) -> None:
-    """Camera, light and Cycles settings for a small preview render."""
+def _leaves(bpy, tree_rig, count: int, material):
+    """Leaves along the tree's upper branches, each skinned to the baked bone nearest to it."""
+    rng = np.random.default_rng(3)
+    bones = [(b.name, np.array(b.head_local), np.array(b.tail_local)) for b in tree_rig.data.bones]
+    upper = [b for b in bones if max(b[1][2], b[2][2]) > 1.0]
+    vertices, faces, owners = [], [], []
+    for k in range(count):
+        name, start, end = upper[k % len(upper)]
+        centre = start + rng.uniform(0.3, 1.0) * (end - start) + rng.normal(0.0, 0.025, 3)
+        normal = rng.normal(0.0, 1.0, 3)
+        normal /= np.linalg.norm(normal)
+        across = np.cross(normal, (0.0, 0.0, 1.0))
+        across /= max(np.linalg.norm(across), 1e-9)
+        along = np.cross(normal, across)
+        first = len(vertices)
+        for u, v in ((0.0, -1.0), (0.45, 0.0), (0.0, 1.0), (-0.45, 0.0)):
+            vertices.append(centre + 0.045 * (u * across + v * along))
+        faces.append(tuple(range(first, first + 4)))
+        owners.append(name)
+    mesh = bpy.data.meshes.new("Leaves")
+    mesh.from_pydata(np.array(vertices).tolist(), [], faces)
+    mesh.materials.append(material)
+    leaves = _link(bpy, bpy.data.objects.new("Leaves", mesh))
+    for face, name in enumerate(owners):
+        group = leaves.vertex_groups.get(name) or leaves.vertex_groups.new(name=name)
+        group.add(list(faces[face]), 1.0, "REPLACE")
+    leaves.modifiers.new("Armature", "ARMATURE").object = tree_rig
+    return leaves
+
+
+def _gusts(bpy):
+    """A wind field blowing across the tree (and lightly through the hair), with gusts."""
+    bpy.ops.object.effector_add(
+        type="WIND",
+        location=(1.6, -0.4, 1.2),
+        rotation=(0.0, math.radians(-80.0), math.radians(-20.0)),
+    )
+    wind = bpy.context.active_object
+    wind.name = "Gusts"
+    wind.field.strength = 4.0
+    wind.field.noise = 0.6
+    return wind
+
+
+def _stage(bpy, size: Size, materials: dict) -> None:
+    """Ground, three-point lighting, a camera framing the bust and the tree, Cycles."""
+    import bmesh
+
     scene = bpy.context.scene
+    mesh = bpy.data.meshes.new("Ground")
+    shape = bmesh.new()
+    bmesh.ops.create_grid(shape, x_segments=1, y_segments=1, size=40.0)
+    shape.to_mesh(mesh)
+    shape.free()
+    ground = _link(bpy, bpy.data.objects.new("Ground", mesh))
+    ground.data.materials.append(materials["ground"])
+
     camera = _link(bpy, bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera")))
-    camera.location = (0.6, -2.6, 1.3)
-    camera.rotation_euler = (math.radians(85), 0.0, math.radians(10))
+    camera.location = (0.48, -2.9, 1.27)
+    camera.rotation_euler = (math.radians(89.0), 0.0, 0.0)
+    camera.data.lens = 50.0
     scene.camera = camera
-    sun = _link(bpy, bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", "SUN")))
-    sun.rotation_euler = (math.radians(40), 0.0, math.radians(30))
-    sun.data.energy = 4.0
+    for name, kind, energy, location, rotation in (
+        ("Key", "AREA", 220.0, (-1.2, -1.4, 2.5), (50.0, 0.0, -40.0)),
+        ("Fill", "AREA", 60.0, (1.8, -1.6, 1.6), (70.0, 0.0, 50.0)),
+        ("Rim", "AREA", 160.0, (0.3, 1.6, 2.4), (-55.0, 0.0, 10.0)),
+    ):
+        light = _link(bpy, bpy.data.objects.new(name, bpy.data.lights.new(name, kind)))
+        light.data.energy = energy
+        light.data.size = 1.2
+        light.location = location
+        light.rotation_euler = tuple(math.radians(a) for a in rotation)
+    world = _with_nodes(bpy.data.worlds.new("Sky"))
+    world.node_tree.nodes["Background"].inputs["Color"].default_value = (0.5, 0.55, 0.62, 1.0)
+    world.node_tree.nodes["Background"].inputs["Strength"].default_value = 0.4
+    world.color = (0.5, 0.55, 0.62)
+    scene.world = world
+
     scene.render.engine = "CYCLES"
     scene.cycles.device = "CPU"
-    scene.cycles.samples = 4 if small else 16
-    scene.render.resolution_x, scene.render.resolution_y = (160, 120) if small else (480, 360)
-    scene.render.filepath = str(output / "preview_")
+    scene.cycles.samples = size.samples
+    scene.cycles.use_denoising = True
+    scene.render.resolution_x, scene.render.resolution_y = size.still
+    scene.render.resolution_percentage = 100
+    scene.view_settings.view_transform = "AgX" if _has_agx(scene) else "Filmic"
+
+
+def _has_agx(scene) -> bool:
+    items = scene.view_settings.bl_rna.properties["view_transform"].enum_items
+    return "AgX" in {item.identifier for item in items}
+
+
+def _render_video(bpy, output: Path, size: Size) -> Path:
+    """The whole shot at 12 frames a second (every other frame, so it plays in real time),
+    small and with few samples, into an MP4 (Blender's FFmpeg). Cycles: Workbench draws
+    tens of thousands of hairs in software here, three times slower."""
+    scene = bpy.context.scene
+    settings, render = scene.render.image_settings, scene.render
+    kept = (render.resolution_x, render.resolution_y, scene.cycles.samples, render.fps)
+    render.resolution_x, render.resolution_y = size.video
+    scene.cycles.samples = max(1, size.samples // 6)
+    scene.frame_step, render.fps = 2, FPS // 2
+    if "media_type" in settings.bl_rna.properties:
+        settings.media_type = "VIDEO"
+    settings.file_format = "FFMPEG"
+    render.ffmpeg.format = "MPEG4"
+    render.ffmpeg.codec = "H264"
+    render.ffmpeg.constant_rate_factor = "MEDIUM"
+    render.filepath = str(output / "shot.mp4")
+    try:
+        bpy.ops.render.render(animation=True)
+    finally:
+        if "media_type" in settings.bl_rna.properties:
+            settings.media_type = "IMAGE"
+        settings.file_format = "PNG"
+        render.resolution_x, render.resolution_y, scene.cycles.samples, render.fps = kept
+        scene.frame_step = 1
+    return output / "shot.mp4"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build, simulate, save and render the example; print where everything is."""
+    """Build, simulate, bake, save and render the shot; print what it did and where it is."""
     arguments = _parse(argv)
+    size = QUICK if arguments.quick else FULL
     # Blender keeps its configuration where this points; never touch the user's real one.
     os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="oriented-strands-"))
     import bpy
@@ -127,83 +456,138 @@ def main(argv: list[str] | None = None) -> int:
 
     output = arguments.output.resolve()
     output.mkdir(parents=True, exist_ok=True)
-    frames = 24 if arguments.small else 72
+    stages: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        stages[name] = now - clock
+        clock = now
+
     bpy.ops.wm.read_factory_settings(use_empty=True)
     oriented_strands.register()
     try:
         scene = bpy.context.scene
-        scene.render.fps = 24
-        scene.frame_start, scene.frame_end = 1, frames
-        head = _head(bpy, frames)
-        ponytail = _ponytail(bpy, head, 4 if arguments.small else 12)
-        tree = _tree(bpy)
-        # The hair collides with the head as a ball (read when the systems are added).
-        head.oriented_strands_obstacle.use_obstacle = True
-        head.oriented_strands_obstacle.shape = "SPHERE"
-        head.select_set(False)
-        ponytail.select_set(True)
-        tree.select_set(True)
-        bpy.context.view_layer.objects.active = ponytail
+        scene.render.fps = FPS
+        scene.frame_start, scene.frame_end = 1, size.frames
+        materials = {
+            "skin": _material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45),
+            "hair": _hair_material(bpy),
+            "bark": _material(bpy, "Bark", (0.25, 0.17, 0.1), 0.8),
+            "leaf": _material(bpy, "Leaf", (0.12, 0.32, 0.07), 0.6),
+            "ground": _material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9),
+            "stand": _material(bpy, "Stand", (0.08, 0.08, 0.09), 0.4),
+        }
+        rig = _rig(bpy, size.frames)
+        head, _body = _bust(bpy, rig, materials["skin"], materials["stand"])
+        scene.frame_set(1)
+        hair = _hair(bpy, head, size, materials["hair"])
+        ponytail = _ponytail(bpy, head, size.ponytail, materials["hair"])
+        tree = _tree(bpy, materials["bark"])
+        _gusts(bpy)
+        systems = [hair, ponytail, tree]
+        for ob in bpy.context.view_layer.objects:
+            ob.select_set(ob in systems)
+        bpy.context.view_layer.objects.active = hair
         if bpy.ops.oriented_strands.add_strand_system() != {"FINISHED"}:
             print("demo: Add Strand System failed", file=sys.stderr)
             return 1
-        ponytail.oriented_strands.segment_count = 12 if arguments.small else 24
-        ponytail.oriented_strands.collision_radius = 0.004
-        tree.oriented_strands.segment_count = 6
-        tree.oriented_strands.radius = 0.008
-        tree.oriented_strands.youngs_modulus = 2.0  # GPa: green wood
-        tree.oriented_strands.density = 600.0
-        tree.oriented_strands.air_drag = 400.0  # mN·s/m², leaves included
-        tree.oriented_strands.wind_velocity = (3.0, 0.5, 0.0)
+        with oriented_strands.scene.settings_changed_together(scene, bpy.context.view_layer):
+            props = hair.oriented_strands
+            props.segment_count = 8
+            props.collision_radius = 0.0015
+            props.use_interaction = True
+            props.field_weight = 0.15
+            props = ponytail.oriented_strands
+            props.segment_count = 14
+            props.collision_radius = 0.004
+            props.field_weight = 0.15
+            props = tree.oriented_strands
+            props.segment_count = 6
+            props.radius = 0.012
+            props.youngs_modulus = 1.5  # GPa: green wood
+            props.density = 600.0
+            props.air_drag = 600.0  # mN·s/m², leaves included
+            props.use_collisions = False
+        for ob in systems:
+            ob.select_set(ob is hair)
+        bpy.context.view_layer.objects.active = hair
+        bpy.ops.oriented_strands.add_child_hair(children_per_guide=size.children_per_guide)
+        lap("scene built")
 
-        simulated = {ob.name: [] for ob in (ponytail, tree)}
-        for frame in range(1, frames + 1):
+        simulated = {ob.name: [] for ob in systems}
+        for frame in range(1, size.frames + 1):
             scene.frame_set(frame)
-            for ob in (ponytail, tree):
+            for ob in systems:
                 preview = ob.oriented_strands.preview_object
                 positions = np.empty(len(preview.data.points) * 3, dtype=np.float32)
                 preview.data.attributes["position"].data.foreach_get("vector", positions)
-                simulated[ob.name].append(positions.reshape(-1, 3))
+                local = positions.reshape(-1, 3).astype(np.float64)
+                matrix = np.array(preview.matrix_world)
+                simulated[ob.name].append(local @ matrix[:3, :3].T + matrix[:3, 3])
         np.savez_compressed(
-            output / "strands.npz", **{name: np.stack(v) for name, v in simulated.items()}
+            output / "strands.npz",
+            **{name: np.stack(v).astype(np.float32) for name, v in simulated.items()},
         )
+        lap("simulated (live playback)")
 
         blend = output / "demo.blend"
         # Saved first: hair-curve caches are written next to the .blend file.
         bpy.ops.wm.save_as_mainfile(filepath=str(blend))
-        systems = [ponytail, tree]
         baked = oriented_strands.scene.bake_systems(
-            scene, bpy.context.view_layer, systems, ["SHAPE_KEYS", "BONES", "HAIR"]
+            scene, bpy.context.view_layer, [hair, ponytail], ["SHAPE_KEYS", "HAIR"]
         )
+        # The tree renders as its hair bake (round, tapered); its bones carry the leaves.
+        baked += oriented_strands.scene.bake_systems(
+            scene, bpy.context.view_layer, [tree], ["BONES", "HAIR"]
+        )
+        _leaves(bpy, bpy.data.objects["Tree_rig"], size.leaves, materials["leaf"])
         alembic = {target: output / f"{target.lower()}.abc" for target in ("HAIR", "SHAPE_KEYS")}
         for target, path in alembic.items():
             oriented_strands.scene.export_alembic(
-                scene, bpy.context.view_layer, systems, target, str(path)
+                scene, bpy.context.view_layer, [hair, ponytail], target, str(path)
             )
-        baked_names = [ob.name for ob in baked]
-        _stage(bpy, output, arguments.small)
+        # The baked shape keys stand beside the hair bakes for export; they do not render.
+        for ob in baked:
+            if ob.name.endswith("_shape_keys"):
+                ob.hide_render = True
+                ob.hide_set(True)
+        lap("baked and exported")
+
+        _stage(bpy, size, materials)
         bpy.ops.wm.save_mainfile()
         rendered = []
-        for frame in (1, frames // 2, frames):
+        for frame in (1, size.frames // 2, size.frames):
             scene.frame_set(frame)
-            scene.render.filepath = str(output / f"preview_{frame:04d}.png")
+            scene.render.filepath = str(output / f"shot_{frame:04d}.png")
             bpy.ops.render.render(write_still=True)
             rendered.append(scene.render.filepath)
+        lap("stills rendered (Cycles)")
+        video = _render_video(bpy, output, size)
+        lap("video rendered (Cycles)")
+        children = bpy.data.objects["Hair_children"]
+        grown = len(children.evaluated_get(bpy.context.evaluated_depsgraph_get()).data.curves)
     finally:
         oriented_strands.unregister()
 
     moved = {name: float(np.abs(np.stack(v) - v[0]).max()) for name, v in simulated.items()}
-    print(f"demo: simulated {frames} frames at 24 fps")
+    counts = {ob: len(simulated[ob][0]) for ob in simulated}
+    print(f"demo: simulated {size.frames} frames at {FPS} fps")
     for name, distance in moved.items():
-        print(f"demo:   {name}: points moved up to {distance:.3f} m from frame 1")
+        print(f"demo:   {name}: {counts[name]} points, moved up to {distance:.3f} m from frame 1")
+    print(f"demo:   Hair: {size.guides} guides, {grown} render hairs grown around them")
+    for name, seconds in stages.items():
+        print(f"demo: {name:<27} {seconds:6.1f} s")
     print(f"demo: scene          {blend}")
-    print(f"demo: baked objects  {', '.join(baked_names)} (in the scene)")
+    print(f"demo: baked objects  {', '.join(ob.name for ob in baked)} (in the scene)")
     print(f"demo: hair caches    {output / 'strands_cache'}")
     for path in alembic.values():
         print(f"demo: alembic        {path}")
     print(f"demo: point caches   {output / 'strands.npz'}")
     for path in rendered:
         print(f"demo: render         {path}")
+    print(f"demo: video          {video}")
     return 0
 
 
