@@ -59,6 +59,7 @@ import numpy as np
 
 from . import spatial
 from .errors import InvalidInputError
+from .validation import finite_array
 
 # Largest deviation from orthonormality (max |RᵀR - I|, |det R - 1|) accepted in a rotation;
 # Blender's matrices are float32, so their rotations are orthonormal only to about 1e-7.
@@ -226,24 +227,6 @@ class BaseTrajectory:
 
 
 # --- validation ------------------------------------------------------------------------------
-
-
-def finite_array(name: str, value: object, shape: tuple[int | None, ...]) -> np.ndarray:
-    """``value`` as a float64 copy of ``shape`` (``None`` = any length), finite, or raise."""
-    try:
-        array = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(f"{name} must be an array of numbers: {error}") from None
-    expected = "(" + ", ".join("n" if d is None else str(d) for d in shape) + ")"
-    mismatch = array.ndim != len(shape) or any(
-        d not in (None, a) for d, a in zip(shape, array.shape, strict=True)
-    )
-    if mismatch:
-        raise InvalidInputError(f"{name} must have shape {expected}, got {array.shape}")
-    if not np.isfinite(array).all():
-        index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
-        raise InvalidInputError(f"{name} must be finite, got {array[index]} at index {index}")
-    return array
 
 
 def _check_orthonormal(name: str, rotation: np.ndarray) -> None:

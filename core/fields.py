@@ -41,39 +41,25 @@ import numpy as np
 
 from . import dynamics
 from .errors import InvalidInputError
-from .integrators import _real
-from .model import Model, is_whole
+from .model import Model
 from .simulation import Simulation
 from .state import Control, State
+from .validation import finite_number, is_real, is_whole, vector3
 
 # Most turbulence modes summed: each costs a sine per link and substep, and the statistics of the
 # sum settle long before (a mistyped count would otherwise allocate without bound).
 MAX_MODES = 1024
 
 
-def _finite(name: str, value: Any) -> float:
-    """``value`` as a float: a real number (not a bool or a string of digits), finite."""
-    if not _real(value):
-        raise InvalidInputError(f"{name} must be a number, got {value!r}")
-    if not np.isfinite(value):
-        raise InvalidInputError(f"{name} must be finite, got {value}")
-    return float(value)
-
-
 def _non_negative(name: str, value: Any) -> float:
-    number = _finite(name, value)
+    number = finite_number(name, value)
     if number < 0:
         raise InvalidInputError(f"{name} must not be negative, got {number}")
     return number
 
 
 def _vector(name: str, value: Any, unit: bool = False) -> tuple[float, float, float]:
-    try:
-        vector = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}") from None
-    if vector.shape != (3,) or not np.isfinite(vector).all():
-        raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}")
+    vector = vector3(name, value)
     if unit:
         largest = float(np.abs(vector).max())
         if largest == 0.0:
@@ -123,7 +109,7 @@ class Falloff:
     def __post_init__(self) -> None:
         object.__setattr__(self, "power", _non_negative("Falloff.power", self.power))
         object.__setattr__(self, "radius", _non_negative("Falloff.radius", self.radius))
-        if not (_real(self.max_distance) and self.max_distance > 0):
+        if not (is_real(self.max_distance) and self.max_distance > 0):
             raise InvalidInputError(f"Falloff.max_distance must be > 0, got {self.max_distance!r}")
         object.__setattr__(self, "max_distance", float(self.max_distance))
         if self.power > 0 and self.radius <= 0:
@@ -162,7 +148,7 @@ class RootToTip:
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", _non_negative("RootToTip.root", self.root))
         object.__setattr__(self, "tip", _non_negative("RootToTip.tip", self.tip))
-        if not (_finite("RootToTip.exponent", self.exponent) > 0):
+        if not (finite_number("RootToTip.exponent", self.exponent) > 0):
             raise InvalidInputError(f"RootToTip.exponent must be > 0, got {self.exponent}")
         object.__setattr__(self, "exponent", float(self.exponent))
 
@@ -219,7 +205,7 @@ class Turbulence:
     def __post_init__(self) -> None:
         _non_negative("Turbulence.amplitude", self.amplitude)
         for name in ("length_scale", "time_scale"):
-            if not (_finite(f"Turbulence.{name}", getattr(self, name)) > 0):
+            if not (finite_number(f"Turbulence.{name}", getattr(self, name)) > 0):
                 raise InvalidInputError(f"Turbulence.{name} must be > 0, got {getattr(self, name)}")
         if not is_whole(self.modes) or not 1 <= self.modes <= MAX_MODES:
             raise InvalidInputError(
@@ -263,7 +249,7 @@ class Turbulence:
     def evaluate(self, xp: Any, positions: Any, time: float) -> Any:
         """Turbulent air velocity (3, N), m/s, at world ``positions`` (3, N), m, and ``time``, s."""
         _check_positions(xp, positions)
-        time = _finite("time", time)
+        time = finite_number("time", time)
         table = xp.asarray(self._table, dtype=positions.dtype)  # the one explicit transfer
         phase = table[:, 0:3] @ positions - (table[:, 6:7] * time - table[:, 7:8])
         return table[:, 3:6].T @ xp.sin(phase)
@@ -304,7 +290,7 @@ class Wind:
     def evaluate(self, xp: Any, positions: Any, time: float) -> Any:
         """Air velocity (3, N), m/s, at world ``positions`` (3, N), m, and ``time``, s."""
         _check_positions(xp, positions)
-        time = _finite("time", time)
+        time = finite_number("time", time)
         u = self.velocity
         mean = xp.stack([xp.full(positions.shape[1:], c, dtype=positions.dtype) for c in u])
         if self.turbulence is not None:
@@ -348,7 +334,7 @@ class PointField:
     def evaluate(self, xp: Any, positions: Any, time: float) -> Any:
         """Field (3, N) at world ``positions`` (3, N), m; it does not change with ``time``."""
         _check_positions(xp, positions)
-        _finite("time", time)
+        finite_number("time", time)
         offset = _offset(xp, positions, self.centre)
         distance = xp.sqrt((offset * offset).sum(axis=0))
         sign = -1.0 if self.inward else 1.0
@@ -396,7 +382,7 @@ class VortexField:
     def evaluate(self, xp: Any, positions: Any, time: float) -> Any:
         """Field (3, N) at world ``positions`` (3, N), m; it does not change with ``time``."""
         _check_positions(xp, positions)
-        _finite("time", time)
+        finite_number("time", time)
         offset = _offset(xp, positions, self.centre)
         ax, ay, az = self.axis
         # axis × offset: tangential, of length = distance from the axis.
@@ -523,7 +509,7 @@ def apply_fields(
     """
     if not isinstance(simulation, Simulation):
         raise InvalidInputError(f"simulation must be a Simulation, got {type(simulation).__name__}")
-    time = simulation.time if time is None else _finite("time", time)
+    time = simulation.time if time is None else finite_number("time", time)
     ForceFields(wind, force).apply(
         simulation.model, simulation.data, simulation.state, simulation.control, time
     )

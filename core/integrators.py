@@ -35,9 +35,10 @@ import numpy as np
 from . import dynamics, spatial
 from .dynamics import Data
 from .errors import InvalidInputError, SimulationDivergedError
-from .model import Model, is_whole, select_trees
+from .model import Model, select_trees
 from .spatial import dot
 from .state import Control, PreviousStep, State, StepMemory
+from .validation import is_real, is_whole
 
 METHODS = ("implicit", "explicit")
 ORDERS = (1, 2)
@@ -118,7 +119,7 @@ class SolverSettings:
                 raise InvalidInputError(f"{name} must be a whole number >= {least}, got {value!r}")
         for name in ("newton_tolerance", "subdivision_threshold"):
             value = getattr(self, name)
-            if not _real(value) or not (math.isfinite(value) and value > 0):
+            if not is_real(value) or not (math.isfinite(value) and value > 0):
                 raise InvalidInputError(f"{name} must be a positive number, got {value!r}")
         if not isinstance(self.strict, bool):
             raise InvalidInputError(f"strict must be True or False, got {self.strict!r}")
@@ -126,13 +127,6 @@ class SolverSettings:
             raise InvalidInputError(
                 f"workers must be a whole number >= 1 or None, got {self.workers!r}"
             )
-
-
-def _real(value: Any) -> bool:
-    """Whether ``value`` is a real number (not a bool, a string or a complex)."""
-    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
-        value, bool | np.bool_
-    )
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ from .errors import InvalidInputError
 from .model import Model
 from .spatial import cross
 from .state import Control, State
+from .validation import finite_number
 
 # The grid is never larger than this many nodes: larger bounds take larger cells.
 MAX_GRID_NODES = 2**21
@@ -105,18 +106,18 @@ class StrandInteraction:
     enabled: bool = True
 
     def __post_init__(self) -> None:
-        friction = _number("friction", self.friction)
+        friction = finite_number("StrandInteraction.friction", self.friction)
         if not 0.0 <= friction <= 1.0:
             raise InvalidInputError(
                 f"StrandInteraction.friction must lie in [0, 1], got {self.friction!r}"
             )
-        if _number("volume", self.volume) < 0.0:
+        if finite_number("StrandInteraction.volume", self.volume) < 0.0:
             raise InvalidInputError(
                 f"StrandInteraction.volume must be >= 0 (m/s), got {self.volume!r}"
             )
         for name in ("target_density", "cell_size"):
             value = getattr(self, name)
-            if value is not None and not _number(name, value) > 0.0:
+            if value is not None and not finite_number(f"StrandInteraction.{name}", value) > 0.0:
                 raise InvalidInputError(
                     f"StrandInteraction.{name} must be a number > 0 or None, got {value!r}"
                 )
@@ -360,9 +361,3 @@ class Grid:
         return xp.stack(
             [self.gather(component.reshape(-1)) for component in xp.gradient(excess, self.cell)]
         )
-
-
-def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInputError(f"StrandInteraction.{name} must be a finite number, got {value!r}")
-    return float(value)

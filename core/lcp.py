@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidInputError
+from .validation import positive_whole
 
 
 def solve_lcp(
@@ -124,8 +125,8 @@ def solve_lcp(
         ``block_size``, or ``iterations``, ``relaxation``, ``regularization`` out of range.
     """
     n_problems, m = _check_shapes(A, b, lower, upper, normal_row, initial)
-    iterations = _positive_int("iterations", iterations)
-    block_size = _positive_int("block_size", block_size)
+    iterations = positive_whole("iterations", iterations)
+    block_size = positive_whole("block_size", block_size)
     if m % block_size:
         raise InvalidInputError(f"block_size {block_size} does not divide the row count {m}")
     relaxation = float(relaxation)
@@ -206,12 +207,6 @@ def _check_shapes(A: Any, b: Any, lower: Any, upper: Any, normal_row: Any, initi
             f"normal_row must be an integer array, got dtype {normal_row.dtype}"
         )
     return n_problems, m
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or int(value) != value or int(value) < 1:
-        raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def _regularization(xp: Any, value: Any, shape: tuple, dtype: Any) -> Any:

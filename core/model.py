@@ -34,8 +34,9 @@ import numpy as np
 
 from . import spatial
 from .backend import Backend, get_backend
-from .base_motion import finite_array, rigid_parts
+from .base_motion import rigid_parts
 from .errors import InvalidInputError, InvalidStrandError
+from .validation import finite_array, is_whole
 
 # Segments shorter than this (metres) are degenerate: their direction is numerically meaningless.
 MIN_SEGMENT_LENGTH = 1e-8
@@ -301,11 +302,6 @@ def _validated_specs(strands: Any) -> list[StrandSpec]:
                 f"whole numbers, got {spec.parent!r}"
             )
     return specs
-
-
-def is_whole(value: Any) -> bool:
-    """Whether ``value`` is a whole number (a Python or NumPy integer, not a bool)."""
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
 def _describe(index: int, spec: StrandSpec) -> str:

@@ -61,11 +61,10 @@ from typing import Any
 import numpy as np
 
 from .backend import Backend, get_backend
-from .base_motion import finite_array, rigid_parts
+from .base_motion import rigid_parts
 from .errors import InvalidInputError
-from .integrators import _real
-from .model import is_whole
 from .triangles import SurfaceHits, query_surface, surface_topology
+from .validation import finite_array, is_real, is_whole, positive_number
 
 # Sphere tracing of mesh obstacles: advances along a path, and how close (in grid cells) a traced
 # sample must come to count as touching. Perpendicular approaches land on the surface in one
@@ -104,7 +103,7 @@ class Material:
     def __post_init__(self) -> None:
         for name in ("restitution", "static_friction", "dynamic_friction"):
             value = getattr(self, name)
-            if not (_real(value) and math.isfinite(value) and value >= 0.0):
+            if not (is_real(value) and math.isfinite(value) and value >= 0.0):
                 raise InvalidInputError(f"Material.{name} must be a number >= 0, got {value!r}")
         if self.restitution > 1.0:
             raise InvalidInputError(
@@ -357,7 +356,7 @@ class VertexTrajectory:
     vertices: np.ndarray
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rate", _positive("VertexTrajectory.rate", self.rate))
+        object.__setattr__(self, "rate", positive_number("VertexTrajectory.rate", self.rate))
         vertices = finite_array("VertexTrajectory.vertices", self.vertices, (None, None, 3))
         if not len(vertices):
             raise InvalidInputError("VertexTrajectory.vertices must hold at least one sample")
@@ -366,7 +365,7 @@ class VertexTrajectory:
     def __call__(self, time: float) -> tuple[np.ndarray, np.ndarray]:
         """Positions (V, 3) and velocities (V, 3) at ``time`` (s); before the first sample and
         after the last the mesh stands as it is there."""
-        if not (_real(time) and math.isfinite(time)):
+        if not (is_real(time) and math.isfinite(time)):
             raise InvalidInputError(f"VertexTrajectory time must be a finite number, got {time!r}")
         position = float(time) * self.rate
         last = len(self.vertices) - 1
@@ -514,12 +513,14 @@ def build_obstacles(
         bounds[kind] = (start, start + len(members))
         start += len(members)
 
-    sphere_radius = [_positive(f"{label(i)}: radius", shapes[i].radius) for i in groups["sphere"]]
+    sphere_radius = [
+        positive_number(f"{label(i)}: radius", shapes[i].radius) for i in groups["sphere"]
+    ]
     capsule_start, capsule_end, capsule_radius = [], [], []
     for i in groups["capsule"]:
         capsule_start.append(finite_array(f"{label(i)}: start", shapes[i].start, (3,)))
         capsule_end.append(finite_array(f"{label(i)}: end", shapes[i].end, (3,)))
-        capsule_radius.append(_positive(f"{label(i)}: radius", shapes[i].radius))
+        capsule_radius.append(positive_number(f"{label(i)}: radius", shapes[i].radius))
     grids = [_mesh_grid(label(i), shapes[i], meshes[i]) for i in groups["mesh"]]
     device = backend.from_host
     surfaces = [
@@ -1005,9 +1006,9 @@ def _mesh_arrays(label: str, mesh: TriangleMesh) -> _MeshArrays:
             f"{label}: triangle indices must lie in [0, {len(vertices) - 1}], got "
             f"[{triangles.min()}, {triangles.max()}]"
         )
-    cell = _positive(f"{label}: cell_size", mesh.cell_size)
+    cell = positive_number(f"{label}: cell_size", mesh.cell_size)
     thickness = mesh.thickness
-    if not (_real(thickness) and math.isfinite(thickness) and thickness >= 0):
+    if not (is_real(thickness) and math.isfinite(thickness) and thickness >= 0):
         raise InvalidInputError(
             f"{label}: thickness must be a finite number >= 0, got {thickness!r}"
         )
@@ -1048,7 +1049,9 @@ def _mesh_grid(
     surface crossings on a ray from each node towards −x.
     """
     vertices, triangles, cell = arrays.vertices, arrays.triangles, arrays.cell
-    padding = 3.0 * cell if mesh.padding is None else _positive(f"{label}: padding", mesh.padding)
+    padding = (
+        3.0 * cell if mesh.padding is None else positive_number(f"{label}: padding", mesh.padding)
+    )
     padding += arrays.thickness
     origin = vertices.min(axis=0) - padding
     with np.errstate(over="ignore", invalid="ignore"):
@@ -1240,9 +1243,3 @@ def _perpendicular(xp: Any, axis: Any) -> Any:
     helper[1] = xp.where(use_y, 1.0, 0.0)
     _, direction = _length_and_direction(xp, _cross(xp, axis, helper), _fallback_axis(xp, axis))
     return direction
-
-
-def _positive(name: str, value: Any) -> float:
-    if not (_real(value) and math.isfinite(value) and value > 0.0):
-        raise InvalidInputError(f"{name} must be positive and finite, got {value!r}")
-    return float(value)

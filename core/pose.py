@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from . import spatial
-from .base_motion import BaseTrajectory, finite_array
+from .base_motion import BaseTrajectory
 from .errors import InvalidInputError, InvalidStrandError
 from .model import Model, StrandSpec, build_model
+from .validation import finite_array
 
 # Largest deviation of a target quaternion's norm from 1 that is taken for round-off (Blender
 # stores rotations in float32) and normalised away; anything further is refused.
@@ -62,7 +63,7 @@ class Pose:
     angular_velocity: Any = None
 
     def __post_init__(self) -> None:
-        rotation = _finite("Pose.rotation", self.rotation, 4)
+        rotation = finite_array("Pose.rotation", self.rotation, ("n_links", 4))
         norm = np.linalg.norm(rotation, axis=1)
         off = np.abs(norm - 1.0) > UNIT_TOLERANCE
         if off.any():
@@ -75,7 +76,7 @@ class Pose:
         if self.angular_velocity is None:
             velocity = np.zeros((rotation.shape[0], 3))
         else:
-            velocity = _finite("Pose.angular_velocity", self.angular_velocity, 3)
+            velocity = finite_array("Pose.angular_velocity", self.angular_velocity, ("n_links", 3))
             if velocity.shape[0] != rotation.shape[0]:
                 raise InvalidInputError(
                     f"Pose.angular_velocity must have shape ({rotation.shape[0]}, 3) like "
@@ -220,15 +221,3 @@ class PoseTrajectory:
         # The interpolant's angular velocity is in the parent's axes; joints move in their own.
         velocity = spatial.matTvec(np, rotation, motion.angular_velocity.T)
         return Pose(spatial.matrix_to_quat(np, rotation).T, velocity.T)
-
-
-def _finite(name: str, value: Any, columns: int) -> np.ndarray:
-    try:
-        array = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{name} must be numbers, got {value!r}") from None
-    if array.ndim != 2 or array.shape[1] != columns:
-        raise InvalidInputError(f"{name} must have shape (n_links, {columns}), got {array.shape}")
-    if not np.isfinite(array).all():
-        raise InvalidInputError(f"{name} must be finite")
-    return array

@@ -29,12 +29,12 @@ from .constraints import (
 )
 from .dynamics import Data
 from .errors import InvalidInputError
-from .integrators import SolverSettings, StepStats, _real
+from .integrators import SolverSettings, StepStats
 from .interaction import Interaction, InteractionStats, StrandInteraction
 from .model import Model
 from .obstacles import Obstacles
 from .pose import Pose
-from .state import Control, State, StepMemory, _checked_vector
+from .state import Control, State, StepMemory
 from .stepping import (
     BaseSource,
     Constrain,
@@ -44,6 +44,7 @@ from .stepping import (
     Stepper,
     set_inputs,
 )
+from .validation import is_real, vector3
 from .workers import Workers, worker_count
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ class Simulation:
         model = self.model
         if name == "gravity":
             self.control.gravity = model.backend.from_host(
-                _checked_vector("gravity", value)[:, None]
+                vector3("gravity", value)[:, None]
             )
             return
         if name in ("wind_velocity", "external_force"):
@@ -300,7 +301,7 @@ class Simulation:
         # Here, not at the top: the fields module builds on this one.
         from .fields import ForceFields
 
-        if not (_real(dt) and np.isfinite(dt) and dt > 0):
+        if not (is_real(dt) and np.isfinite(dt) and dt > 0):
             raise InvalidInputError(f"dt must be a positive number, got {dt!r}")
         dt = float(dt)
         base = _checked_base(base)

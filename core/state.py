@@ -15,6 +15,7 @@ from .base_motion import BaseMotion
 from .errors import InvalidInputError
 from .model import Model
 from .pose import Pose
+from .validation import vector3
 
 
 @dataclass(eq=False)
@@ -300,7 +301,7 @@ class Control:
         still = BaseMotion.still(model.base_rest_poses)
         control = cls(
             **{name: None for name in _BASE_FIELDS},
-            gravity=backend.from_host(_checked_vector("gravity", gravity)[:, None]),
+            gravity=backend.from_host(vector3("gravity", gravity)[:, None]),
             wind_velocity=zeros_links,
             external_force=zeros_links.copy(),
             **{name: model.parameters[name] for name in cls.PARAMETERS},
@@ -358,16 +359,6 @@ def _motion_fields(motion: BaseMotion) -> tuple:
         motion.angular_acceleration,
         motion.linear_acceleration,
     )
-
-
-def _checked_vector(name: str, value: Any) -> np.ndarray:
-    try:
-        vector = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}") from None
-    if vector.shape != (3,) or not np.isfinite(vector).all():
-        raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}")
-    return vector
 
 
 def _checked_poses(model: Model, poses: Any) -> np.ndarray:
