@@ -18,6 +18,7 @@ import bpy
 import numpy as np
 
 from .errors import SceneInputError
+from .geometry import root_spacing
 
 CHILD_HAIR_GROUP = "Oriented Strands Child Hair"
 CHILD_HAIR_SUFFIX = "_children"
@@ -123,19 +124,6 @@ def _input_identifiers(group: bpy.types.NodeTree) -> dict[str, str]:
     }
 
 
-def root_spacing(roots: np.ndarray) -> float:
-    """The median distance (m) from each root (n, 3) to its nearest neighbour."""
-    if len(roots) < 2:
-        raise SceneInputError("child hair needs at least two guides")
-    nearest = np.empty(len(roots))
-    for start in range(0, len(roots), 512):
-        block = roots[start : start + 512]
-        distance = np.linalg.norm(block[:, None] - roots[None], axis=2)
-        distance[np.arange(len(block)), start + np.arange(len(block))] = np.inf
-        nearest[start : start + len(block)] = distance.min(axis=1)
-    return float(np.median(nearest))
-
-
 def add_child_hair(
     source: bpy.types.Object,
     guides: bpy.types.Object,
@@ -151,6 +139,8 @@ def add_child_hair(
     ``radius`` (m) thick at their root and tip."""
     matrix = np.array(surface.matrix_world, dtype=np.float64)
     local = (roots - matrix[:3, 3]) @ np.linalg.inv(matrix[:3, :3]).T
+    if len(roots) < 2:
+        raise SceneInputError(f"object {source.name!r}: child hair needs at least two guides")
     spacing = root_spacing(local)
     if not spacing > 0.0:
         raise SceneInputError(f"object {source.name!r}: its guides' roots coincide")

@@ -291,3 +291,14 @@ def continuous_quaternions(quaternions: np.ndarray) -> np.ndarray:
         dot = np.sum(result[frame] * result[frame - 1], axis=-1, keepdims=True)
         result[frame] *= np.where(dot < 0.0, -1.0, 1.0)
     return result
+
+
+def root_spacing(roots: np.ndarray) -> float:
+    """The median distance from each of two or more roots (n, 3) to its nearest neighbour."""
+    nearest = np.empty(len(roots))
+    for start in range(0, len(roots), 512):
+        block = roots[start : start + 512]
+        distance = np.linalg.norm(block[:, None] - roots[None], axis=2)
+        distance[np.arange(len(block)), start + np.arange(len(block))] = np.inf
+        nearest[start : start + len(block)] = distance.min(axis=1)
+    return float(np.median(nearest))
