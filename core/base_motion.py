@@ -59,7 +59,7 @@ import numpy as np
 
 from . import spatial
 from .errors import InvalidInputError
-from .validation import finite_array
+from .validation import finite_array, is_real
 
 # Largest deviation from orthonormality (max |RᵀR - I|, |det R - 1|) accepted in a rotation;
 # Blender's matrices are float32, so their rotations are orthonormal only to about 1e-7.
@@ -77,6 +77,13 @@ _MAX_ITERATIONS = 30
 
 # Times this close to an end (relative to the shortest interval) still lie on the curve.
 _TIME_SLACK = 1e-9
+# Velocity changes faster than these between sample intervals, on both sides of one, make it a
+# cut (BaseTrajectory): 1,000 m/s² is 42 m/s within a frame at 24 fps, far beyond what a
+# swinging arm or a braking car does, far below a teleport of a metre.
+CUT_ACCELERATION = 1000.0
+CUT_ANGULAR_ACCELERATION = 1000.0
+# ... and that many times faster than the velocity changes around it (_cut_intervals).
+CUT_CONTRAST = 8.0
 
 
 @dataclass(frozen=True)
@@ -148,12 +155,35 @@ class BaseTrajectory:
         World transforms of the bases at each sample: rotation and translation only (no scale or
         shear; rotations within :data:`RIGID_TOLERANCE` of orthonormal are re-orthonormalised).
 
+    cut_acceleration : float, m/s²
+        A base whose velocity between two samples differs from the velocity between the samples
+        before and after it (both, where there are) by more than this over a sample interval is
+        *cut* there: an animation cut, an object snapped across the set (see below).
+    cut_angular_acceleration : float, rad/s²
+        The same for its angular velocity.
+
     Calling the trajectory (or :meth:`sample`) at a time ``t`` returns a :class:`BaseMotion`;
     see the module docstring for the curve, its end conditions and the behaviour outside the
     sampled range.
+
+    **Cuts.** A jump in the samples (a base teleported 100 m within a frame) is no motion a
+    curve through them should follow: a C² spline turns it into accelerations of thousands of
+    g over the frames around it, which the strands would feel as inertial forces. So the
+    trajectory is split at every interval a base jumps in (any base: the split applies to all)
+    and each piece is its own curve, with its own end conditions; within a cut interval the
+    bases hold the pose of the sample after it, still (the strands are carried across with
+    their pose relative to their bases, as they are by any base motion, and feel nothing of the
+    jump). ``times`` of the pieces' first samples after a cut are :attr:`cuts`. ``inf`` for both
+    thresholds never cuts.
     """
 
-    def __init__(self, times: np.ndarray, matrices: np.ndarray) -> None:
+    def __init__(
+        self,
+        times: np.ndarray,
+        matrices: np.ndarray,
+        cut_acceleration: float = CUT_ACCELERATION,
+        cut_angular_acceleration: float = CUT_ANGULAR_ACCELERATION,
+    ) -> None:
         times = finite_array("BaseTrajectory times", times, (None,))
         if times.shape[0] < 1:
             raise InvalidInputError("BaseTrajectory times must hold at least one sample time")
@@ -165,6 +195,14 @@ class BaseTrajectory:
                 f"BaseTrajectory times must be strictly increasing, got times[{i}] = {times[i]} "
                 f"and times[{i + 1}] = {times[i + 1]}"
             )
+        limits = (cut_acceleration, cut_angular_acceleration)
+        for name, limit in zip(
+            ("cut_acceleration", "cut_angular_acceleration"), limits, strict=True
+        ):
+            if not (is_real(limit) and limit > 0.0):
+                raise InvalidInputError(
+                    f"BaseTrajectory {name} must be > 0 (inf: no cuts), got {limit!r}"
+                )
         rotation, position = rigid_parts("BaseTrajectory matrices", matrices)
         times.setflags(write=False)
         self.times = times
@@ -172,7 +210,22 @@ class BaseTrajectory:
         self._rotation = rotation
         self._position = position
         self._slack = _TIME_SLACK * float(steps.min()) if steps.size else 0.0
-        if steps.size == 0:
+        starts = _cut_intervals(times, rotation, position, *limits) + 1
+        self.cuts = times[starts]
+        """(C,) float64, s: the first sample time of each piece after a cut (read-only)."""
+        self._pieces = (
+            [
+                BaseTrajectory(times[a:b], matrices[a:b], math.inf, math.inf)
+                for a, b in zip(
+                    np.concatenate(([0], starts)),
+                    np.concatenate((starts, [len(times)])),
+                    strict=True,
+                )
+            ]
+            if len(starts)
+            else []
+        )
+        if self._pieces or steps.size == 0:
             return
         h = steps
         rotation_jump = _log(np.einsum("kbji,kbjl->kbil", rotation[:-1], rotation[1:]))
@@ -200,6 +253,10 @@ class BaseTrajectory:
         if not real or isinstance(t, bool | np.bool_) or not math.isfinite(t):
             raise InvalidInputError(f"BaseTrajectory sample time must be finite, got {t!r}")
         t = float(t)
+        if self._pieces:
+            # A cut interval belongs to the piece after it, which holds its first pose there.
+            ends = [piece.times[-1] + piece._slack for piece in self._pieces[:-1]]
+            return self._pieces[int(np.searchsorted(ends, t, side="left"))].sample(t)
         first, last = self.times[0], self.times[-1]
         if self.times.shape[0] == 1 or t < first - self._slack or t > last + self._slack:
             end = 0 if t <= first else -1
@@ -224,6 +281,42 @@ class BaseTrajectory:
             angular_acceleration=np.einsum("bij,bj->bi", rotation, alpha_body),
             linear_acceleration=x_ddot,
         )
+
+
+def _cut_intervals(
+    times: np.ndarray,
+    rotation: np.ndarray,
+    position: np.ndarray,
+    linear_limit: float,
+    angular_limit: float,
+) -> np.ndarray:
+    """Indices ``i`` of the sample intervals ``[times[i], times[i + 1]]`` in which some base
+    jumps (:class:`BaseTrajectory`, *Cuts*): its mean velocity there differs from the mean
+    velocity of each neighbouring interval faster than the limit, and :data:`CUT_CONTRAST`
+    times faster than it changes between the intervals beyond those (so a motion that is fast
+    throughout, a base whirled round an origin far away, is not cut everywhere)."""
+    if len(times) < 3 or (math.isinf(linear_limit) and math.isinf(angular_limit)):
+        return np.zeros(0, dtype=np.int64)
+    h = np.diff(times)
+    linear = np.diff(position, axis=0) / h[:, None, None]
+    turn = _log(np.einsum("kbji,kbjl->kbil", rotation[:-1], rotation[1:]))
+    angular = np.einsum("kbij,kbj->kbi", rotation[:-1], turn) / h[:, None, None]
+    spacing = 0.5 * (h[:-1] + h[1:])
+    jumping = np.zeros(len(h), dtype=bool)
+    for velocity, limit in ((linear, linear_limit), (angular, angular_limit)):
+        # (F - 2, B): how fast each base's velocity changes from one interval to the next,
+        # padded so that interval i sees the changes on its sides at [i] and [i + 1] and the
+        # changes beyond them at [i - 1] and [i + 2].
+        change = np.linalg.norm(np.diff(velocity, axis=0), axis=-1) / spacing[:, None]
+        pad = np.zeros((2, change.shape[1]))
+        sides = np.concatenate((pad + np.inf, change, pad + np.inf))[1:-1]
+        beyond = np.concatenate((pad - 1.0, change, pad - 1.0))
+        jump = np.minimum(sides[:-1], sides[1:])
+        # -1 where there is nothing beyond: with no motion around to compare with, no cut.
+        background = np.maximum(beyond[:-3], beyond[3:])
+        cut = (jump > limit) & (background >= 0.0) & (jump > CUT_CONTRAST * background)
+        jumping |= cut.any(axis=1)
+    return np.nonzero(jumping)[0]
 
 
 # --- validation ------------------------------------------------------------------------------

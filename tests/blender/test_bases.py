@@ -59,6 +59,31 @@ def test_roots_follow_a_keyframed_object_and_the_strand_swings_behind(factory_sc
     assert lag > 0.01
 
 
+def test_a_cut_carries_the_strands_across_with_their_pose(factory_scene):
+    """The object sways, then jumps 100 m between frames 10 and 11 (constant keys): a cut. The
+    roots follow it at every frame, and the hair arrives hanging as it hung, not whipped by a
+    curve through the jump."""
+    factory_scene.frame_end = LAST_FRAME
+    ob = poly_curve("tail", [[(0, 0, 0), (0, 0, -0.15), (0, 0, -0.3)]])
+    bpy.context.preferences.edit.keyframe_new_interpolation_type = "CONSTANT"
+    for frame in range(1, LAST_FRAME + 1):
+        ob.location = (0.0 if frame <= 10 else 100.0, 0.0, 0.0)
+        ob.rotation_euler = (0.0, 0.0, 0.3 * math.sin(frame / 3.0))
+        ob.keyframe_insert("location", frame=frame)
+        ob.keyframe_insert("rotation_euler", frame=frame)
+    ob.oriented_strands.segment_count = 6
+    assert add_strand_system(ob) == {"FINISHED"}
+
+    hanging = {}
+    for frame in _play():
+        (strand,) = preview_strands(ob)
+        np.testing.assert_allclose(strand[0], world(ob, (0, 0, 0)), atol=ROOT_TOLERANCE)
+        hanging[frame] = strand - strand[0]
+    _status_is_fine(ob)
+    assert np.abs(hanging[11] - hanging[10]).max() < 0.02
+    assert max(np.abs(hanging[f][-1] - (0.0, 0.0, -0.3)).max() for f in hanging) < 0.1
+
+
 def test_roots_follow_a_bone_parent(factory_scene):
     factory_scene.frame_end = LAST_FRAME
     armature = bpy.data.armatures.new("rig")

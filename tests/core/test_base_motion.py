@@ -391,3 +391,68 @@ def test_base_motion_rejects_bad_fields():
         BaseMotion(**{**fields, "rotation": np.stack((np.eye(3), 2 * np.eye(3)))})
     with pytest.raises(InvalidInputError, match=r"still matrices must have shape \(n, 4, 4\)"):
         BaseMotion.still(np.eye(4))
+
+
+def _moving(times: np.ndarray, position, angle=None) -> np.ndarray:
+    """(F, 1, 4, 4) transforms: translations ``position`` (F, 3), turns ``angle`` (F,) about z."""
+    matrices = np.broadcast_to(np.eye(4), (len(times), 1, 4, 4)).copy()
+    matrices[:, 0, :3, 3] = position
+    if angle is not None:
+        c, s = np.cos(angle), np.sin(angle)
+        matrices[:, 0, 0, 0], matrices[:, 0, 0, 1] = c, -s
+        matrices[:, 0, 1, 0], matrices[:, 0, 1, 1] = s, c
+    return matrices
+
+
+def test_a_jump_is_a_cut_between_two_curves():
+    """An arm swinging half a metre at 1 Hz, snapped 100 m sideways between frames 23 and 24:
+    each side is the curve of its own samples, and the interval between holds the pose after
+    it, still, instead of a spline's thousands of g."""
+    times = np.arange(48) / 24
+    position = np.zeros((48, 3))
+    position[:, 0] = 0.5 * np.sin(2 * np.pi * times)
+    position[24:, 1] = 100.0
+    matrices = _moving(times, position)
+    trajectory = BaseTrajectory(times, matrices)
+    np.testing.assert_array_equal(trajectory.cuts, times[[24]])
+    before, after = (
+        BaseTrajectory(times[:24], matrices[:24]),
+        BaseTrajectory(times[24:], matrices[24:]),
+    )
+    for t in np.linspace(0.0, times[23], 50):
+        np.testing.assert_array_equal(
+            trajectory(t).linear_acceleration, before(t).linear_acceleration
+        )
+    for t in np.linspace(times[24], times[-1], 50):
+        np.testing.assert_array_equal(trajectory(t).position, after(t).position)
+    held = trajectory(0.5 * (times[23] + times[24]))
+    np.testing.assert_array_equal(held.position, position[24:25])
+    np.testing.assert_array_equal(held.linear_velocity, np.zeros((1, 3)))
+    swing = 0.5 * (2 * np.pi) ** 2
+    peak = max(np.abs(trajectory(t).linear_acceleration).max() for t in np.linspace(0, 2, 500))
+    assert peak < 1.1 * swing
+    smeared = BaseTrajectory(times, matrices, cut_acceleration=np.inf)
+    assert smeared.cuts.size == 0
+    around = np.linspace(times[21], times[26], 200)
+    assert max(np.abs(smeared(t).linear_acceleration).max() for t in around) > 1e4
+
+
+def test_fast_smooth_motion_and_sudden_stops_are_not_cuts():
+    """A car at 50 m/s braking at 8 m/s² while spinning at 20 rad/s, and a ball stopped dead
+    from 20 m/s by a wall within a frame (its velocity changes on one side of an interval
+    only): no cut. A base snapped 160° within a frame: a cut."""
+    times = np.arange(48) / 24
+    speed = np.maximum(50.0 - 8.0 * times, 0.0)
+    car = _moving(times, np.outer(np.cumsum(speed) / 24, (1.0, 0.0, 0.0)), 20.0 * times)
+    assert BaseTrajectory(times, car).cuts.size == 0
+    ball = np.outer(np.minimum(times, 1.0) * 20.0, (0.0, 0.0, -1.0))
+    assert BaseTrajectory(times, _moving(times, ball)).cuts.size == 0
+    snapped = _moving(times, np.zeros((48, 3)), np.where(times > 1.0, np.radians(160.0), 0.0))
+    np.testing.assert_array_equal(BaseTrajectory(times, snapped).cuts, times[[25]])
+
+
+@pytest.mark.parametrize("limit", [0.0, -1.0, np.nan, "fast", True])
+def test_cut_thresholds_are_checked(limit):
+    times = np.arange(4) / 24
+    with pytest.raises(InvalidInputError, match="cut_acceleration must be > 0"):
+        BaseTrajectory(times, _moving(times, np.zeros((4, 3))), cut_acceleration=limit)

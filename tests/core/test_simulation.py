@@ -15,6 +15,7 @@ from oriented_strands.core import (
     build_model,
     spatial,
 )
+from oriented_strands.core.base_motion import CUT_ACCELERATION
 from strands import STILL, hair_on_head, polyline, soft_hair, turning_head
 
 
@@ -43,6 +44,43 @@ def test_a_stiff_strand_follows_a_translating_base_rigidly(backend):
         sim.advance(1 / 24, trajectory)
     shift = np.array([0.5 * np.sin(sim.time), 0.0, 0.0])
     np.testing.assert_allclose(sim.points(), model.rest_points + shift, atol=2e-4)
+
+
+def _teleported(
+    backend, cut_acceleration: float, frames: int = 40
+) -> tuple[Simulation, list[float]]:
+    """Soft hanging hair on a base swaying 20 cm at 1 Hz and snapped 100 m sideways between
+    frames 24 and 25; its largest joint speed (rad/s) after each of ``frames`` frames."""
+    model = soft_hair(backend, 3)
+    sim = Simulation(model)
+    times = np.arange(48) / 24
+    matrices = np.broadcast_to(np.eye(4), (48, 1, 4, 4)).copy()
+    matrices[:, 0, 0, 3] = 0.2 * np.sin(2 * np.pi * times)
+    matrices[24:, 0, 1, 3] += 100.0
+    trajectory = BaseTrajectory(times, matrices, cut_acceleration=cut_acceleration)
+    speeds = []
+    for _ in range(frames):
+        sim.advance(1 / 24, trajectory)
+        speeds.append(float(np.abs(backend.to_host(sim.state.w)).max()))
+    return sim, speeds
+
+
+def test_a_teleported_base_carries_its_strands_across_the_cut(backend):
+    """The cut is no motion: the hair arrives 100 m away hanging as it hung, its joints no
+    faster than the sway makes them; through a spline the same jump whips it at once."""
+    sim, speeds = _teleported(backend, CUT_ACCELERATION)
+    before = max(speeds[:23])
+    assert max(speeds[23:]) < 2.0 * before
+    points = sim.points()
+    assert np.isfinite(points).all()
+    roots = points[np.asarray(sim.model.point_offsets[:-1])]
+    np.testing.assert_allclose(roots[:, 1], 100.0, atol=1e-6)
+    # Still hanging within a hair's length (20 cm) of the roots, not trailing behind.
+    assert np.abs(points[:, 1] - 100.0).max() < 0.2
+    # The spline through the jump shakes the hair frames before it (20 frames of it: past
+    # them its steps are halved over and over).
+    _, smeared = _teleported(backend, np.inf, frames=20)
+    assert max(smeared) > 10.0 * max(speeds[:20])
 
 
 def test_animated_parameters_take_effect(backend):
