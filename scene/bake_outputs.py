@@ -458,12 +458,7 @@ def write_hair_cache(system: BakedSystem, transaction: Transaction) -> bpy.types
         if getattr(ob, BAKE_PROPERTY_GROUP).target == HAIR
         and getattr(ob, BAKE_PROPERTY_GROUP).source != system.source
     }
-    stem = bpy.path.clean_name(system.source.name)
-    final = os.path.normpath(os.path.join(folder, stem + ".npy"))
-    copy = 2
-    while final in taken:
-        final = os.path.normpath(os.path.join(folder, f"{stem}_{copy}.npy"))
-        copy += 1
+    final = _unused_cache_path(folder, bpy.path.clean_name(system.source.name), taken)
     partial = f"{final}.partial-{os.getpid()}"
     transaction.add_file(partial, final)
     with open(partial, "wb") as file:
@@ -482,6 +477,17 @@ def write_hair_cache(system: BakedSystem, transaction: Transaction) -> bpy.types
     _tag(ob, system, HAIR)
     getattr(ob, BAKE_PROPERTY_GROUP).cache_file = bpy.path.relpath(final)
     return ob
+
+
+def _unused_cache_path(folder: str, stem: str, taken: set[str]) -> str:
+    """``folder/<stem>.npy``, or ``<stem>_2.npy``, ``<stem>_3.npy``, ... the first path not in
+    ``taken`` (normalised paths)."""
+    final = os.path.normpath(os.path.join(folder, stem + ".npy"))
+    copy = 2
+    while final in taken:
+        final = os.path.normpath(os.path.join(folder, f"{stem}_{copy}.npy"))
+        copy += 1
+    return final
 
 
 WRITERS: dict[str, Callable[[BakedSystem, Transaction], bpy.types.Object]] = {
@@ -547,17 +553,16 @@ def gather_hair_caches() -> list[str]:
     folder = os.path.join(os.path.dirname(bpy.data.filepath), CACHE_FOLDER)
     own = {os.path.normpath(folder)}
     elsewhere = [ob for ob in objects if os.path.dirname(_cache_path(ob)) not in own]
-    if elsewhere and not os.path.isdir(folder):
+    if not elsewhere:
+        return []
+    if not os.path.isdir(folder):
         os.makedirs(folder)
-    taken = {_cache_path(ob) for ob in objects if ob not in elsewhere}
+    # Files already there, another file's caches say, are not overwritten.
+    taken = {os.path.normpath(os.path.join(folder, name)) for name in os.listdir(folder)}
     copied = []
     for ob in elsewhere:
         stem, _ = os.path.splitext(os.path.basename(_cache_path(ob)))
-        final = os.path.normpath(os.path.join(folder, stem + ".npy"))
-        copy = 2
-        while final in taken or os.path.exists(final):
-            final = os.path.normpath(os.path.join(folder, f"{stem}_{copy}.npy"))
-            copy += 1
+        final = _unused_cache_path(folder, stem, taken)
         partial = f"{final}.partial-{os.getpid()}"
         try:
             shutil.copyfile(_cache_path(ob), partial)

@@ -244,23 +244,35 @@ def reset_to_rest(ob: bpy.types.Object) -> None:
 
 
 def _show(ob: bpy.types.Object, state: StrandSystemRuntime, points) -> None:
+    """Show ``points`` on the preview, recreating it if it was deleted."""
     props = getattr(ob, PROPERTY_GROUP)
-    binding = surface_binding(ob, state.prepared.attachment)
     depsgraph = bpy.context.evaluated_depsgraph_get()
-    layout = state.layout
     if props.preview_object is None:
         props.preview_object = create_preview(
-            ob, layout.point_counts, state.point_radius, points, binding, depsgraph
-        )
-    else:
-        write_points(
-            props.preview_object,
-            layout.point_counts,
+            ob,
+            state.layout.point_counts,
             state.point_radius,
             points,
-            binding,
+            surface_binding(ob, state.prepared.attachment),
             depsgraph,
         )
+    else:
+        _write_preview(ob, state, points, depsgraph)
+
+
+def _write_preview(
+    ob: bpy.types.Object, state: StrandSystemRuntime, points, depsgraph: bpy.types.Depsgraph
+) -> None:
+    """Show ``points`` (world) on the existing preview, bound to the surface as the system's
+    attachment says."""
+    write_points(
+        getattr(ob, PROPERTY_GROUP).preview_object,
+        state.layout.point_counts,
+        state.point_radius,
+        points,
+        surface_binding(ob, state.prepared.attachment),
+        depsgraph,
+    )
 
 
 def add_child_hair(
@@ -526,16 +538,7 @@ def update_object(
             state.error = message
         return
     if props.preview_object is not None:
-        binding = surface_binding(ob, state.prepared.attachment)
-        layout = state.layout
-        write_points(
-            props.preview_object,
-            layout.point_counts,
-            state.point_radius,
-            points,
-            binding,
-            depsgraph,
-        )
+        _write_preview(ob, state, points, depsgraph)
 
 
 def update_scene(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
