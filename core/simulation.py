@@ -227,9 +227,7 @@ class Simulation:
         """Check one value of a parameter and copy it into the control."""
         model = self.model
         if name == "gravity":
-            self.control.gravity = model.backend.from_host(
-                vector3("gravity", value)[:, None]
-            )
+            self.control.gravity = model.backend.from_host(vector3("gravity", value)[:, None])
             return
         if name in ("wind_velocity", "external_force"):
             host = np.asarray(value, dtype=np.float64)
