@@ -18,7 +18,10 @@ from oriented_strands.core import (
     build_model,
     build_obstacles,
 )
+from oriented_strands.core.dynamics import Data
+from oriented_strands.core.integrators import StepStats, step_implicit
 from oriented_strands.core.obstacles import Obstacles
+from oriented_strands.core.state import Control, State, StepMemory
 
 # One base at the identity pose, at rest.
 STILL = BaseMotion.still(np.eye(4)[None])
@@ -216,3 +219,35 @@ def turning_head(obstacles: Obstacles) -> tuple:
         return ObstacleMotion.from_host(obstacles, np.stack((pose, np.eye(4))), spin)
 
     return head, obstacle_motion
+
+
+def step_afresh(
+    model: Model, state: State, control: Control, h: float, settings, **options
+) -> tuple[State, StepStats]:
+    """One implicit step of ``h`` from ``state`` with a new workspace and no step memory (the
+    way the tests against the dense reference take it): the end state and its statistics."""
+    out = state.copy()
+    memory = StepMemory.for_model(model)
+    stats = step_implicit(
+        model, Data.for_model(model), memory, state, control, h, settings, out, **options
+    )
+    return out, stats
+
+
+def box_mesh(low, high) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices (8, 3) and outward-wound triangles (12, 3) of the closed box from ``low`` to
+    ``high``."""
+    (x0, y0, z0), (x1, y1, z1) = low, high
+    vertices = np.array(
+        [
+            [x0, y0, z0], [x1, y0, z0], [x1, y1, z0], [x0, y1, z0],
+            [x0, y0, z1], [x1, y0, z1], [x1, y1, z1], [x0, y1, z1],
+        ]
+    )  # fmt: skip
+    triangles = np.array(
+        [
+            [0, 2, 1], [0, 3, 2], [4, 5, 6], [4, 6, 7], [0, 1, 5], [0, 5, 4],
+            [1, 2, 6], [1, 6, 5], [2, 3, 7], [2, 7, 6], [3, 0, 4], [3, 4, 7],
+        ]
+    )  # fmt: skip
+    return vertices, triangles

@@ -42,7 +42,7 @@ from oriented_strands.core import (
     pose_rotations,
 )
 from oriented_strands.core.obstacles import signed_distances
-from strands import STILL
+from strands import STILL, box_mesh
 
 # Values a caller may pass by mistake: non-finite, huge, negative, of the wrong kind.
 MISTAKES = st.one_of(
@@ -170,25 +170,7 @@ ARRAY_MISTAKES = st.one_of(MISTAKES, ARRAYS)
 CONTRACT_FEW = settings(CONTRACT, max_examples=60)
 
 
-def _box(low=(-0.1, -0.1, -0.1), high=(0.1, 0.1, 0.1)):
-    """Vertices (8, 3) and outward triangles (12, 3) of a closed box."""
-    (x0, y0, z0), (x1, y1, z1) = low, high
-    vertices = np.array(
-        [
-            [x0, y0, z0], [x1, y0, z0], [x1, y1, z0], [x0, y1, z0],
-            [x0, y0, z1], [x1, y0, z1], [x1, y1, z1], [x0, y1, z1],
-        ]
-    )  # fmt: skip
-    triangles = np.array(
-        [
-            [0, 2, 1], [0, 3, 2], [4, 5, 6], [4, 6, 7], [0, 1, 5], [0, 5, 4],
-            [1, 2, 6], [1, 6, 5], [2, 3, 7], [2, 7, 6], [3, 0, 4], [3, 4, 7],
-        ]
-    )  # fmt: skip
-    return vertices, triangles
-
-
-VERTICES, TRIANGLES = _box()
+VERTICES, TRIANGLES = box_mesh((-0.1, -0.1, -0.1), (0.1, 0.1, 0.1))
 SHAPES = {
     Plane: {"material": Material(), "name": "floor"},
     Sphere: {"radius": 0.1, "material": Material(), "name": "ball"},

@@ -28,7 +28,16 @@ from oriented_strands.core.integrators import (
 )
 from oriented_strands.core.model import select_trees
 from oriented_strands.core.state import Control, PreviousStep, State, StepMemory
-from strands import FREE, STILL, polyline, random_tree, scene_frames, soft_hair, swaying_base
+from strands import (
+    FREE,
+    STILL,
+    polyline,
+    random_tree,
+    scene_frames,
+    soft_hair,
+    step_afresh,
+    swaying_base,
+)
 
 
 def _swing_single_link(
@@ -252,17 +261,7 @@ def test_implicit_step_converges_to_dense_reference(backend):
     specs = random_tree(rng)
     model, control, state = _swaying_at_random_velocities(backend, rng, specs, DAMPED_TREE)
     settings = SolverSettings(newton_tolerance=1e-12, newton_max_iterations=60)
-    out = state.copy()
-    stats = step_implicit(
-        model,
-        Data.for_model(model),
-        StepMemory.for_model(model),
-        state,
-        control,
-        1 / 96,
-        settings,
-        out,
-    )
+    out, stats = step_afresh(model, state, control, 1 / 96, settings)
     dense = step_dense_reference(model, Data.for_model(model), state, control, 1 / 96)
     assert stats.iterations < settings.newton_max_iterations
     assert np.abs(backend.to_host(out.w) - backend.to_host(dense.w)).max() < 1e-8
@@ -282,29 +281,9 @@ def test_trees_left_unconverged_take_newtons_method_with_the_exact_jacobian(back
     model, control, state = _swaying_at_random_velocities(backend, rng, specs, parameters)
     assert model.n_trees == 2
     settings = SolverSettings(newton_tolerance=1e-10, newton_max_iterations=3)
-    out = state.copy()
-    unfinished = step_implicit(
-        model,
-        Data.for_model(model),
-        StepMemory.for_model(model),
-        state,
-        control,
-        1 / 96,
-        settings,
-        out,
-    )
+    _, unfinished = step_afresh(model, state, control, 1 / 96, settings)
     assert unfinished.largest_update > 1e-3
-    stats = step_implicit(
-        model,
-        Data.for_model(model),
-        StepMemory.for_model(model),
-        state,
-        control,
-        1 / 96,
-        settings,
-        out,
-        finish_exactly=True,
-    )
+    out, stats = step_afresh(model, state, control, 1 / 96, settings, finish_exactly=True)
     dense = step_dense_reference(model, Data.for_model(model), state, control, 1 / 96)
     assert stats.iterations > settings.newton_max_iterations
     assert stats.largest_update <= settings.newton_tolerance
@@ -601,10 +580,7 @@ def test_bdf2_step_converges_to_dense_reference(backend):
     settings = SolverSettings(newton_tolerance=1e-12, newton_max_iterations=60)
     scheme = Scheme.for_step(model, state, h, settings, model.xp.zeros(model.n_trees, dtype=bool))
     assert scheme.offset is not None
-    out = state.copy()
-    stats = step_implicit(
-        model, Data.for_model(model), StepMemory.for_model(model), state, control, h, settings, out
-    )
+    out, stats = step_afresh(model, state, control, h, settings)
     dense = step_dense_reference(model, Data.for_model(model), state, control, h, scheme=scheme)
     assert stats.iterations < settings.newton_max_iterations
     assert np.abs(backend.to_host(out.w) - backend.to_host(dense.w)).max() < 1e-8

@@ -22,28 +22,9 @@ from oriented_strands.core import (
 )
 from oriented_strands.core.errors import InvalidInputError
 from oriented_strands.core.obstacles import find_contacts, signed_distances
-from strands import STILL, hanging_curtain, polyline, scene_frames
+from strands import STILL, box_mesh, hanging_curtain, polyline, scene_frames
 
 BOX_LOW, BOX_HIGH = np.array([-0.1, -0.05, -0.2]), np.array([0.1, 0.05, 0.0])
-
-
-def box_mesh(low=BOX_LOW, high=BOX_HIGH):
-    """A closed box of 12 triangles, wound outward."""
-    x0, y0, z0 = low
-    x1, y1, z1 = high
-    vertices = np.array(
-        [
-            [x0, y0, z0], [x1, y0, z0], [x1, y1, z0], [x0, y1, z0],
-            [x0, y0, z1], [x1, y0, z1], [x1, y1, z1], [x0, y1, z1],
-        ]
-    )  # fmt: skip
-    triangles = np.array(
-        [
-            [0, 2, 1], [0, 3, 2], [4, 5, 6], [4, 6, 7], [0, 1, 5], [0, 5, 4],
-            [1, 2, 6], [1, 6, 5], [2, 3, 7], [2, 7, 6], [3, 0, 4], [3, 4, 7],
-        ]
-    )  # fmt: skip
-    return vertices, triangles
 
 
 def sheet(n, size, z=0.0):
@@ -97,7 +78,7 @@ def test_a_deforming_box_gives_the_closed_form_signed_distance(backend):
     triangle query's signed distance is the box's closed form to rounding (the sign comes from
     the angle-weighted pseudonormal of the closest feature), its normal the closed form's
     gradient."""
-    vertices, triangles = box_mesh()
+    vertices, triangles = box_mesh(BOX_LOW, BOX_HIGH)
     obstacles = build_obstacles(
         [TriangleMesh(vertices, triangles, 0.05, deforming=True, name="box")], backend
     )
@@ -232,7 +213,7 @@ def test_a_point_and_a_sheet_crossing_within_a_step_touch(backend):
 
 
 def test_deforming_vertices_are_checked_by_the_obstacle_s_name(backend):
-    vertices, triangles = box_mesh()
+    vertices, triangles = box_mesh(BOX_LOW, BOX_HIGH)
     obstacles = build_obstacles(
         [
             TriangleMesh(vertices, triangles, 0.05, name="rigid"),
