@@ -5,12 +5,13 @@ Usage (from the repository root, in ``.venv/blender``)::
 
     python bench/interaction.py                          # 1,000 strands x 25 links
     python bench/interaction.py --strands 300 --links 16 --drape-strands 150
+    python bench/interaction.py --workers 2              # both cases in two processes each
 
 Speed: both cases step the bench workload's strands (:mod:`bench.workload`: 25 cm guide strands
-on a shaking, nodding head, no obstacles) in one process each, in fresh interpreters
-(``python -m bench.interaction --case ...``): a simulation with interaction steps in one process
-(its grid couples every tree at every substep), so the case without it does too, and the ratio
-measures the interaction's work alone. Volume: ``--drape-strands`` strands of 20 cm, 16 links,
+on a shaking, nodding head, no obstacles) in fresh interpreters (``python -m bench.interaction
+--case ...``), both in one process, or both in ``--workers`` processes (with interaction their
+groups meet on one grid at every substep), so that the ratio measures the interaction's work
+alone. Volume: ``--drape-strands`` strands of 20 cm, 16 links,
 combed straight out of the upper half of a 10 cm head, fall onto it for ``--drape-seconds``
 with and without the interaction (``--drape-friction``, ``--drape-volume``: by default the
 engine's defaults; ``--drape-target``: each link's rest density, the default, or ``scalp``, the
@@ -42,7 +43,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.peer_engine import head_motion
+from bench.peer_engine import head_motion, peak_resident_bytes, workers_peak_resident_bytes
 from bench.worker import FramePolicy, emit, time_frames, warm_up
 from bench.workload import FRAME_RATE, SUBSTEPS_PER_FRAME, Workload
 
@@ -53,7 +54,9 @@ TARGET_RATIO = 1.5
 HEAD_RADIUS = 0.1  # m
 
 
-def run_case(case: str, workload: Workload, policy: FramePolicy, backend: str = "numpy") -> None:
+def run_case(
+    case: str, workload: Workload, policy: FramePolicy, backend: str = "numpy", workers: int = 1
+) -> None:
     """Time one case in this interpreter and print its JSON line."""
     core = importlib.import_module("oriented_strands.core")
     base = functools.partial(head_motion, core)
@@ -66,7 +69,7 @@ def run_case(case: str, workload: Workload, policy: FramePolicy, backend: str = 
     interaction = core.StrandInteraction() if case == "with" else None
     simulation = core.Simulation(
         model,
-        core.SolverSettings(substeps=SUBSTEPS_PER_FRAME, workers=1),
+        core.SolverSettings(substeps=SUBSTEPS_PER_FRAME, workers=workers),
         interaction=interaction,
     )
     build_seconds = time.perf_counter() - start
@@ -78,13 +81,19 @@ def run_case(case: str, workload: Workload, policy: FramePolicy, backend: str = 
     times = time_frames(advance_frame, policy, first)
     if not np.isfinite(simulation.points()).all():
         raise SystemExit("the engine produced non-finite strand points")
+    processes = simulation.processes
+    # Read before the workers end: their peaks go with them.
+    workers_bytes = workers_peak_resident_bytes()
+    simulation.close()
     emit(
         f"engine-{case}-interaction",
         workload,
         times,
         build_seconds=build_seconds,
         peak_density_ratio=simulation.interaction_stats.peak_density_ratio,
-        processes=simulation.processes,
+        processes=processes,
+        peak_resident_bytes=peak_resident_bytes(),
+        workers_peak_resident_bytes=workers_bytes,
         substeps=SUBSTEPS_PER_FRAME,
         backend=backend,
         numpy=np.__version__,
@@ -93,7 +102,7 @@ def run_case(case: str, workload: Workload, policy: FramePolicy, backend: str = 
 
 
 def run_both(
-    strands: int, links: int, policy: FramePolicy, backend: str = "numpy"
+    strands: int, links: int, policy: FramePolicy, backend: str = "numpy", workers: int = 1
 ) -> list[dict[str, Any]]:
     """Each case in its own interpreter; their JSON results."""
     results = []
@@ -106,6 +115,7 @@ def run_both(
             f"--strands={strands}",
             f"--links={links}",
             f"--backend={backend}",
+            f"--workers={workers}",
             *policy.as_arguments(),
         ]
         finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
@@ -149,7 +159,7 @@ def drape(
     still = core.BaseMotion.still(model.base_rest_poses)
     # Each link's rest density as the interaction's grid measures it; "scalp": the groom's
     # density next to the scalp (the strands' second links), for every link.
-    reference = interaction_module.Interaction(model, core.StrandInteraction())
+    reference = interaction_module.Interaction.for_model(model, core.StrandInteraction())
     rest = reference.target
     target_density = None
     if target == "scalp":
@@ -171,7 +181,9 @@ def drape(
         points = simulation.points()
         height = np.linalg.norm(points, axis=1) - HEAD_RADIUS
         positions, _ = interaction_module.centres(model, simulation.data, simulation.state, None)
-        grid = interaction_module.Grid(model.backend, positions, model.mass, reference.cell)
+        density = interaction_module.density_at_points(
+            model.backend, positions, model.mass, reference.cell
+        )
         rows.append(
             {
                 "interaction": interaction is not None,
@@ -184,7 +196,7 @@ def drape(
                 "seconds": seconds,
                 "seconds_per_frame": elapsed / (FRAME_RATE * seconds),
                 "layer_thickness": float(np.percentile(height[points[:, 2] > 0.0], 90)),
-                "density_ratio_p95": float(np.percentile(grid.density() / targets, 95)),
+                "density_ratio_p95": float(np.percentile(density / targets, 95)),
                 "deepest": float(max(0.0, -height.min())),
             }
         )
@@ -198,7 +210,7 @@ def report(results: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) ->
     verdict = "met" if ratio <= TARGET_RATIO else "not met"
     lines = [
         f"{without['strands']} strands x {without['links']} links, {SUBSTEPS_PER_FRAME} "
-        "substeps/frame, one process each",
+        f"substeps/frame, {without['processes']} and {with_['processes']} processes",
         "| case | s/frame (median) |",
         "|---|---|",
         f"| without interaction | {without['seconds_per_frame']:.3g} |",
@@ -234,6 +246,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         default="numpy",
         help="the engine's array backend for the speed cases (the drape runs on NumPy)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes stepping each speed case (the drape runs in one)",
+    )
     parser.add_argument("--drape-strands", type=int, default=600)
     parser.add_argument("--drape-seconds", type=float, default=1.0)
     parser.add_argument("--drape-friction", type=float, default=0.2)
@@ -249,9 +267,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     policy = FramePolicy(args.warmup_frames, args.min_frames, args.min_seconds, args.max_frames)
     workload = Workload(args.strands, args.links)
     if args.case:
-        run_case(args.case, workload, policy, args.backend)
+        run_case(args.case, workload, policy, args.backend, args.workers)
         return
-    results = run_both(args.strands, args.links, policy, args.backend)
+    results = run_both(args.strands, args.links, policy, args.backend, args.workers)
     rows = drape(
         args.drape_strands,
         args.drape_seconds,

@@ -48,13 +48,19 @@ every setting tried (friction 0–1, volume 0.5–2 m/s). Why no pressure projec
 incompressibility): hair is not incompressible, it packs and fluffs; a target density with a
 bounded spreading speed gives artists the *Volume* behaviour they know, without a global linear
 solve on the grid per substep.
+
+Groups of trees stepped in worker processes meet on one grid (:class:`GridExchange`): every
+grid of a cell lies on that cell's :class:`Lattice`, each group splats onto its own window of it
+(two nodes past its links' cells, all that the smoothing and the gradient there read), and the
+windows' sums are added where they overlap, so each group's forces are those of one grid over
+every link, up to the order in which the sums add.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -143,26 +149,78 @@ class InteractionStats:
     peak_density_ratio: float = 0.0
 
 
+class GridExchange(Protocol):
+    """Where a group of strands meets the others on one grid (:class:`LonelyGrid` where there
+    are no others: the strands of one process)."""
+
+    def cell(self, bounds: np.ndarray, cell: float) -> float:
+        """The cell every group's grid takes this substep, the group's points lying within
+        ``bounds`` (2, 3) and ``cell`` being the cell asked for."""
+
+    def total(self, lattice: Lattice, sums: Any) -> Any:
+        """Every group's node sums (k, nodes) over ``lattice``, the window of the common lattice
+        that this group's ``sums`` cover."""
+
+
+class LonelyGrid:
+    """The grid of strands that meet no others: their own bounds make it, their own sums are
+    the total."""
+
+    def cell(self, bounds: np.ndarray, cell: float) -> float:
+        return fitting_cell(bounds, cell)
+
+    def total(self, lattice: Lattice, sums: Any) -> Any:
+        return sums
+
+
+@dataclass(frozen=True)
+class InteractionShare:
+    """What a group of a model's links (a worker's) needs of its :class:`Interaction`: the
+    settings, the cell asked for, and the group's weights and targets (host arrays, the group's
+    link order). The whole model's rest density is a target, not the group's alone."""
+
+    settings: StrandInteraction
+    cell: float
+    weight: np.ndarray
+    target: np.ndarray
+
+
 class Interaction:
-    """A :class:`StrandInteraction` bound to a model: its cell, per-link weights and targets.
+    """A :class:`StrandInteraction` bound to a model: the cell asked for, per-link weights and
+    target densities, and the exchange its grid meets other groups' on (:meth:`for_model`
+    computes them for a whole model).
 
     Parameters
     ----------
     model : Model
     settings : StrandInteraction
+    cell : float, m
+    weight, target : (n_links,) arrays on the model's backend, link order
+    exchange : GridExchange
     """
 
-    def __init__(self, model: Model, settings: StrandInteraction) -> None:
+    def __init__(
+        self,
+        model: Model,
+        settings: StrandInteraction,
+        cell: float,
+        weight: Any,
+        target: Any,
+        exchange: GridExchange,
+    ) -> None:
+        self.model, self.settings, self.cell = model, settings, cell
+        self.weight, self.target, self.exchange = weight, target, exchange
+        self.stats = InteractionStats()
+
+    @classmethod
+    def for_model(cls, model: Model, settings: StrandInteraction) -> Interaction:
+        """``settings`` bound to all of ``model``, stepped in one process."""
         if not isinstance(settings, StrandInteraction):
             raise InvalidInputError(
                 f"interaction must be a StrandInteraction, got {type(settings).__name__}"
             )
-        self.model, self.settings = model, settings
-        self.stats = InteractionStats()
         length = model.backend.to_host(model.length)
-        self.cell = (
-            2.0 * float(np.median(length)) if settings.cell_size is None else settings.cell_size
-        )
+        cell = 2.0 * float(np.median(length)) if settings.cell_size is None else settings.cell_size
         weight = np.asarray(settings.weight, dtype=np.float64)
         try:
             weight = np.broadcast_to(weight, (model.n_links,))
@@ -173,16 +231,40 @@ class Interaction:
             ) from error
         if not (np.isfinite(weight).all() and (weight >= 0).all()):
             raise InvalidInputError("StrandInteraction.weight must be finite and >= 0")
-        self.weight = model.from_strand_order(weight, "StrandInteraction.weight")
+        weight = model.from_strand_order(weight, "StrandInteraction.weight")
         if settings.target_density is None:
             rest = State.at_rest(model)
             data = Data.for_model(model, kinematics_only=True)
             positions, _ = centres(model, data, rest, None)
-            self.target = Grid(model.backend, positions, model.mass, self.cell).density()
+            target = density_at_points(model.backend, positions, model.mass, cell)
         else:
-            self.target = model.xp.full(
+            target = model.xp.full(
                 model.n_links, float(settings.target_density), dtype=model.backend.float
             )
+        return cls(model, settings, cell, weight, target, LonelyGrid())
+
+    def share(self, links: np.ndarray) -> InteractionShare:
+        """What the group of ``links`` (the model's, host indices) needs to step in a worker."""
+        to_host = self.model.backend.to_host
+        return InteractionShare(
+            self.settings, self.cell, to_host(self.weight)[links], to_host(self.target)[links]
+        )
+
+    @classmethod
+    def from_share(
+        cls, model: Model, share: InteractionShare, exchange: GridExchange
+    ) -> Interaction:
+        """The interaction of a group's ``model`` from its ``share``, meeting the other groups
+        through ``exchange``."""
+        from_host = model.backend.from_host
+        return cls(
+            model,
+            share.settings,
+            share.cell,
+            from_host(share.weight),
+            from_host(share.target),
+            exchange,
+        )
 
     def keeps_grid(self, settings: StrandInteraction) -> bool:
         """Whether ``settings`` differ from this one's only in what does not shape the grid and
@@ -203,24 +285,35 @@ class Interaction:
             control.set_interaction(None, None, None)
             self.stats = InteractionStats()
             return
-        xp = model.xp
+        xp, backend = model.xp, model.backend
         positions, velocities = centres(model, data, state, control)
-        grid = Grid(model.backend, positions, model.mass, self.cell)
-        rate = -math.log(max(1.0 - settings.friction, FRICTION_FLOOR)) / FRICTION_INTERVAL
-        weighted_mass = model.mass * self.weight
+        bounds = point_bounds(backend, positions)
+        lattice = Lattice.around(bounds, self.exchange.cell(bounds, self.cell))
+        grid = Grid(backend, positions, lattice)
+        # The node sums: mass, mass times target density, and momentum where friction acts.
+        rows = [model.mass, model.mass * self.target]
+        if settings.friction > 0.0:
+            rows += [model.mass * velocities[axis] for axis in range(3)]
+        sums = self.exchange.total(lattice, grid.splat(xp.stack(rows)))
+        node_mass = sums[0]
+        ratio = grid.density_ratio(node_mass, sums[1])
         hair_velocity = push = xp.zeros_like(velocities)
         if settings.friction > 0.0:
-            hair_velocity = grid.velocity(velocities)
-        ratio = grid.density_ratio(model.mass * self.target)
+            hair_velocity = grid.velocity(node_mass, sums[2:])
         if settings.volume > 0.0:
             # Down the excess, g = -ℓ ∇E (its fall across a cell), at 24 c min(|g|, 1).
-            fall = -grid.cell * grid.excess_gradient(ratio)
+            fall = -lattice.cell * grid.gradient(xp.maximum(ratio - 1.0, 0.0))
             size = xp.sqrt(xp.sum(fall * fall, axis=0))
             direction = fall / xp.maximum(size, 1e-300)
             spreading = settings.volume * xp.minimum(size, 1.0)
             push = (spreading / FRICTION_INTERVAL) * direction
+        rate = -math.log(max(1.0 - settings.friction, FRICTION_FLOOR)) / FRICTION_INTERVAL
+        weighted_mass = model.mass * self.weight
         control.set_interaction(weighted_mass * rate, hair_velocity, weighted_mass * push)
-        self.stats = InteractionStats(grid.nodes, float(model.backend.to_host(xp.max(ratio))))
+        # Over the inner nodes: a window's outermost ones miss what lies beyond it (and hold
+        # nothing of its own points).
+        inner = ratio.reshape(lattice.shape)[1:-1, 1:-1, 1:-1]
+        self.stats = InteractionStats(lattice.nodes, float(backend.to_host(xp.max(inner))))
 
 
 def centres(model: Model, data: Data, state: State, control: Control | None) -> tuple[Any, Any]:
@@ -236,39 +329,99 @@ def centres(model: Model, data: Data, state: State, control: Control | None) -> 
     return data.c + state.base_position[:, model.link_base], velocity
 
 
-class Grid:
-    """Points (3, P) of ``mass`` (P,) splatted trilinearly onto a grid of ``cell`` (m) on its
-    lattice over their bounds: the nodes' mass, and the fields gathered back at the points with
-    the same weights, each computed when asked for; the density, and the targets it is
-    compared with, from the nodes' sums smoothed (:meth:`smoothed`, module docstring).
+def point_bounds(backend: Backend, positions: Any) -> np.ndarray:
+    """The lowest and highest coordinates (2, 3) of ``positions`` (3, P), on the host."""
+    xp = backend.xp
+    return backend.to_host(xp.stack((xp.min(positions, axis=1), xp.max(positions, axis=1)))).astype(
+        np.float64
+    )
 
-    One host transfer reads the grid's size; each splat is one bincount, each gather one take of
-    the eight corners of every point's cell.
+
+def fitting_cell(bounds: np.ndarray, cell: float) -> float:
+    """``cell`` (m), doubled until a grid over ``bounds`` (2, 3) holds at most
+    :data:`MAX_GRID_NODES` nodes."""
+    cell = float(cell)
+    while np.prod((bounds[1] - bounds[0]) / cell + 6.0) > MAX_GRID_NODES:
+        cell *= 2.0
+    return cell
+
+
+@dataclass(frozen=True)
+class Lattice:
+    """A box of grid nodes on the lattice of a cell: every grid of that cell lies on it, so that
+    from one substep to the next it does not slide under the hair (the interpolated fields, and
+    so the forces, would jump as it did), and the grids of several groups add node by node.
 
     Attributes
     ----------
-    nodes : int
-        Grid nodes.
     cell : float, m
-        The cell's edge (larger than asked where the bounds would need more than
-        :data:`MAX_GRID_NODES` nodes).
+    first : (3,) ints
+        The box's first node, in cells from the origin.
+    shape : (3,) ints
+        Nodes along each axis.
     """
 
-    def __init__(self, backend: Backend, positions: Any, mass: Any, cell: float) -> None:
-        xp, cell = backend.xp, float(cell)
-        bounds = backend.to_host(
-            xp.stack((xp.min(positions, axis=1), xp.max(positions, axis=1)))
-        ).astype(np.float64)
-        # Cells double until the grid fits; the grid lies on the lattice of its cell, so that
-        # from one substep to the next it does not slide under the hair (the interpolated
-        # fields, and so the forces, would jump as it did).
-        while np.prod((bounds[1] - bounds[0]) / cell + 6.0) > MAX_GRID_NODES:
-            cell *= 2.0
-        # Two nodes of margin on each side: the smoothing reaches one node past the splat's.
+    cell: float
+    first: tuple[int, int, int]
+    shape: tuple[int, int, int]
+
+    @classmethod
+    def around(cls, bounds: np.ndarray, cell: float) -> Lattice:
+        """The nodes around points within ``bounds`` (2, 3): every corner of their cells and
+        two nodes more on each side (the smoothing and the gradient reach two nodes past the
+        splat's)."""
         first = np.floor(bounds[0] / cell) - 2.0
-        self.shape = tuple(int(n) for n in np.floor(bounds[1] / cell) - first + 4.0)
-        self.nodes, self.cell, self.xp = math.prod(self.shape), cell, xp
-        scaled = positions * (1.0 / cell) - backend.from_host(first)[:, None]
+        shape = np.floor(bounds[1] / cell) - first + 4.0
+        return cls(float(cell), tuple(int(n) for n in first), tuple(int(n) for n in shape))
+
+    @property
+    def nodes(self) -> int:
+        return math.prod(self.shape)
+
+
+def add_windows(windows: list[tuple[Lattice, np.ndarray]]) -> tuple[Lattice, list[np.ndarray]]:
+    """Node sums (k, nodes) over windows of one lattice, added where they overlap: the lattice
+    covering them all and, for each window, the total over it (k, its nodes)."""
+    cell = windows[0][0].cell
+    first = np.min([lattice.first for lattice, _ in windows], axis=0)
+    end = np.max([np.add(lattice.first, lattice.shape) for lattice, _ in windows], axis=0)
+    union = Lattice(cell, tuple(int(n) for n in first), tuple(int(n) for n in end - first))
+    rows = windows[0][1].shape[0]
+    total = np.zeros((rows, *union.shape))
+    boxes = []
+    for lattice, sums in windows:
+        low = np.subtract(lattice.first, first)
+        box = (slice(None), *(slice(a, a + n) for a, n in zip(low, lattice.shape, strict=True)))
+        total[box] += sums.reshape(rows, *lattice.shape)
+        boxes.append(box)
+    return union, [total[box].reshape(rows, -1) for box in boxes]
+
+
+def density_at_points(backend: Backend, positions: Any, mass: Any, cell: float) -> Any:
+    """The grid's density (P,), kg/m³, at points (3, P) of ``mass`` (P,) that meet no others,
+    on cells of ``cell`` (m) or larger (:func:`fitting_cell`): what the interaction compares
+    with its targets."""
+    bounds = point_bounds(backend, positions)
+    grid = Grid(backend, positions, Lattice.around(bounds, fitting_cell(bounds, cell)))
+    return grid.gather(grid.node_density(grid.splat(mass)))
+
+
+class Grid:
+    """Points (3, P) on a :class:`Lattice`: the eight corners of each point's cell and their
+    trilinear weights, to splat values onto the nodes and gather fields back at the points
+    with the same weights; the density, and the targets it is compared with, from the nodes'
+    sums smoothed (:meth:`smoothed`, module docstring).
+
+    Each splat is one bincount, each gather one take of the eight corners of every point's
+    cell.
+    """
+
+    def __init__(self, backend: Backend, positions: Any, lattice: Lattice) -> None:
+        xp = backend.xp
+        self.xp, self.lattice, self.cell = xp, lattice, lattice.cell
+        self.shape, self.nodes = lattice.shape, lattice.nodes
+        first = backend.from_host(np.asarray(lattice.first, dtype=np.float64))
+        scaled = positions * (1.0 / lattice.cell) - first[:, None]
         low_corner = xp.floor(scaled)
         high = scaled - low_corner
         low = 1.0 - high
@@ -286,23 +439,36 @@ class Grid:
                 for dx, dy, dz in corners
             ]
         )
-        self.mass = mass
-        self.node_mass = self.splat(mass)
-        self.occupied = self.node_mass > 0.0
-        self.safe_mass = xp.where(self.occupied, self.node_mass, 1.0)
-        self.smooth_mass = self.smoothed(self.node_mass)
 
     def splat(self, values: Any) -> Any:
-        """The nodes' sums (nodes,) of the points' ``values`` (P,), weighted."""
-        return self.xp.bincount(
-            self.corner.reshape(-1),
-            weights=(self.weight * values).reshape(-1),
-            minlength=self.nodes,
+        """The nodes' sums (k, nodes) of the points' ``values`` (k, P), weighted (one row:
+        (P,) to (nodes,)); a bincount per row (one for all rows would take k times the
+        corners' memory: 200 MB more at 10,000 strands of 32 links)."""
+        xp = self.xp
+        corners = self.corner.reshape(-1)
+        rows = values.reshape(-1, values.shape[-1])
+        sums = xp.stack(
+            [
+                xp.bincount(
+                    corners, weights=(self.weight * rows[row]).reshape(-1), minlength=self.nodes
+                )
+                for row in range(rows.shape[0])
+            ]
         )
+        return sums.reshape(values.shape[:-1] + (self.nodes,))
 
     def gather(self, node_values: Any) -> Any:
         """The nodes' ``node_values`` (nodes,) interpolated at the points (P,)."""
         return self.xp.sum(self.weight * self.xp.take(node_values, self.corner), axis=0)
+
+    def velocity(self, node_mass: Any, node_momentum: Any) -> Any:
+        """The grid's velocity (3, P) at the points, from the nodes' sums of the points' mass
+        (nodes,) and momentum (3, nodes): the mass-weighted mean of the points' velocities
+        around them (the particle-in-cell transfer)."""
+        xp = self.xp
+        occupied = node_mass > 0.0
+        node_velocity = xp.where(occupied, node_momentum / xp.where(occupied, node_mass, 1.0), 0.0)
+        return xp.stack([self.gather(node_velocity[axis]) for axis in range(3)])
 
     def smoothed(self, node_values: Any) -> Any:
         """``node_values`` (nodes,) filtered by (1/4, 1/2, 1/4) along each axis, their sum kept."""
@@ -317,47 +483,25 @@ class Grid:
             values = filtered
         return values.reshape(-1)
 
-    def node_density(self) -> Any:
-        """The nodes' density (nodes,), kg/m³: their mass, smoothed, over a cell's volume."""
-        return self.smooth_mass * (1.0 / self.cell**3)
+    def node_density(self, node_mass: Any) -> Any:
+        """The nodes' density (nodes,), kg/m³, from their mass (nodes,): smoothed, over a
+        cell's volume."""
+        return self.smoothed(node_mass) * (1.0 / self.cell**3)
 
-    def density(self) -> Any:
-        """The grid's density at the points (P,), kg/m³."""
-        return self.gather(self.node_density())
-
-    def velocity(self, velocities: Any) -> Any:
-        """The grid's velocity (3, P) at the points, the mass-weighted mean of the points'
-        ``velocities`` (3, P) around them (the particle-in-cell transfer)."""
+    def density_ratio(self, node_mass: Any, node_target_mass: Any) -> Any:
+        """Each node's density over its target (nodes,; 0 where empty), from the nodes' sums of
+        the points' mass and of their mass times their target density (kg²/m³): a node's
+        target is the mass-weighted mean of its points' targets."""
         xp = self.xp
-        return xp.stack(
-            [
-                self.gather(
-                    xp.where(
-                        self.occupied,
-                        self.splat(self.mass * velocities[axis]) / self.safe_mass,
-                        0.0,
-                    )
-                )
-                for axis in range(3)
-            ]
-        )
+        smooth_mass = self.smoothed(node_mass)
+        occupied = smooth_mass > 0.0
+        safe_mass = xp.where(occupied, smooth_mass, 1.0)
+        target = xp.where(occupied, self.smoothed(node_target_mass) / safe_mass, 1.0)
+        return smooth_mass * (1.0 / self.cell**3) / target
 
-    def density_ratio(self, target_mass: Any) -> Any:
-        """Each node's density over its target (nodes,; 0 where empty): a node's target is the
-        mass-weighted mean of its points' targets, ``target_mass`` (P,) being each point's mass
-        times its target density (kg²/m³)."""
-        xp = self.xp
-        occupied = self.smooth_mass > 0.0
-        safe_mass = xp.where(occupied, self.smooth_mass, 1.0)
-        target = xp.where(occupied, self.smoothed(self.splat(target_mass)) / safe_mass, 1.0)
-        return self.node_density() / target
-
-    def excess_gradient(self, ratio: Any) -> Any:
-        """The gradient (3, P), 1/m, of the excess ``max(0, ratio − 1)`` at the points, ``ratio``
-        being :meth:`density_ratio`: central differences at the nodes, interpolated, a field
-        continuous across cells, so the push on a link changes smoothly as it moves."""
-        xp = self.xp
-        excess = xp.maximum(ratio - 1.0, 0.0).reshape(self.shape)
-        return xp.stack(
-            [self.gather(component.reshape(-1)) for component in xp.gradient(excess, self.cell)]
-        )
+    def gradient(self, node_values: Any) -> Any:
+        """The gradient (3, P), per metre, of ``node_values`` (nodes,) at the points: central
+        differences at the nodes, interpolated, a field continuous across cells, so the push on
+        a link changes smoothly as it moves."""
+        components = self.xp.gradient(node_values.reshape(self.shape), self.cell)
+        return self.xp.stack([self.gather(component.reshape(-1)) for component in components])

@@ -69,7 +69,7 @@ class Simulation:
     interaction : StrandInteraction, optional
         Strand–strand interaction through a grid (:mod:`.interaction`): hair keeps its volume
         and moves as one mass. The grid couples every tree with its neighbours at every
-        substep, so a simulation with interaction steps all its trees in one process.
+        substep: worker processes meet on it once a substep (:mod:`.workers`).
 
     Notes
     -----
@@ -116,8 +116,10 @@ class Simulation:
             if obstacles is not None or joint_limits is not None or constraint_settings is not None
             else None
         )
-        self.interaction = None if interaction is None else Interaction(model, interaction)
-        count = 1 if interaction is not None else worker_count(model, self.settings)
+        self.interaction = (
+            None if interaction is None else Interaction.for_model(model, interaction)
+        )
+        count = worker_count(model, self.settings)
         self._workers: Workers | None = None
         if count > 1:
             self._workers = Workers(model, count, self.control, self.settings, self.constraints)
@@ -154,17 +156,15 @@ class Simulation:
 
     def set_interaction(self, interaction: StrandInteraction | None) -> None:
         """Change the strand interaction from the next substep on (None removes it): its
-        settings may be animated from frame to frame. Worker processes end (the grid couples
-        every tree)."""
+        settings may be animated from frame to frame."""
         if interaction is None:
             self.interaction = None
             self.control.set_interaction(None, None, None)
             return
-        self.close()
         if self.interaction is not None and self.interaction.keeps_grid(interaction):
             self.interaction.settings = interaction
             return
-        self.interaction = Interaction(self.model, interaction)
+        self.interaction = Interaction.for_model(self.model, interaction)
 
     @property
     def constraint_stats(self) -> ConstraintStats:
@@ -347,8 +347,15 @@ class Simulation:
                 )
                 obstacle_source = held if callable(held) else (lambda t: held)
             try:
-                self.stats, constraint_stats = self._workers.advance(
-                    self.state, self.control, inputs, fields, h, times, obstacle_source
+                self.stats, constraint_stats, interaction_stats = self._workers.advance(
+                    self.state,
+                    self.control,
+                    inputs,
+                    fields,
+                    h,
+                    times,
+                    obstacle_source,
+                    self.interaction,
                 )
             except BaseException:
                 if self._workers.closed:
@@ -357,6 +364,8 @@ class Simulation:
                 raise
             if constraints is not None:
                 constraints.stats = constraint_stats
+            if self.interaction is not None:
+                self.interaction.stats = interaction_stats
             if obstacle_source is not None:
                 # Held from now on, as in one process: the last substep's.
                 constraints.set_obstacle_motion(obstacle_source(times[-1] - h))

@@ -33,8 +33,10 @@ failed attempt overwrote. A tree whose Newton iteration runs away to non-finite
 velocities ends the attempt at its start velocities, failed
 (:func:`.integrators.step_implicit`), and is redone the same way. The whole model is redone
 where every tree failed, or the simulation has animated constraints (a model of some trees does
-not take them). With strand interaction the redone trees keep the interaction forces of the
-step's start: the grid couples every tree, and the others have stepped already.
+not take them). With strand interaction the halves, of some trees or of all, keep the
+interaction forces of the step's start: the grid couples every tree, the others have stepped
+already, and the groups of trees in worker processes meet on the grid once a substep (a group
+halving its step meets no others).
 
 Constraints
 -----------
@@ -279,12 +281,13 @@ class Stepper:
     constrain: Constrain | None = None
     interaction: Interaction | None = None
 
-    def _drive(self, state: State, time: float) -> None:
-        """Set the control for a step from ``state`` to ``time``."""
+    def _drive(self, state: State, time: float, depth: int) -> None:
+        """Set the control for a step from ``state`` to ``time``, ``depth`` halvings deep (the
+        halves keep the strand interaction of the whole step's start)."""
         set_inputs(self.model, self.control, self.inputs, time)
         if self.fields is not None:
             self.fields.apply(self.model, self.data, state, self.control, time)
-        if self.interaction is not None:
+        if self.interaction is not None and depth == 0:
             self.interaction.drive(self.data, state, self.control)
 
     def advance(
@@ -334,7 +337,7 @@ class Stepper:
         state, spare = states
         if constrain is not None:
             constrain.begin(state, end - h, h)
-        self._drive(state, end)
+        self._drive(state, end, depth)
         start = _StepStart.of(self.memory, constrain)
         deepest = depth >= settings.max_subdivision_depth
         failing: np.ndarray | None = None  # None: the whole model's step is redone

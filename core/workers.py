@@ -22,7 +22,13 @@ messages over the worker's standard input and output (its prints go to standard 
   and the base motion, animated control fields and obstacles' motion at every substep's end
   (and start, with constraints), sampled once, in the parent; a subdivided step needs other
   times, which the worker asks the parent for (``sample``) while it steps, and the parent
-  answers whichever worker asks (:meth:`Workers._answers`). The worker answers
+  answers whichever worker asks (:meth:`Workers._answers`). With strand interaction the
+  message carries the group's share of it when it changed (:class:`.InteractionShare`), and at
+  every substep's start the groups meet on one grid (:mod:`.interaction`): each worker sends the
+  bounds of its links (``grid_bounds``), and once every worker still stepping has, the parent
+  answers each with the cell of the grid over them all (``grid_cell``); each then sends its node
+  sums over its window of that grid (``grid_sums``), and is answered with every group's sums
+  added over its window (``grid_total``). The worker answers
   with its new joint state and statistics (``done``) or the error that stopped it
   (``error``), and keeps its state, control and Newton predictor for the next frame.
 
@@ -46,6 +52,13 @@ from .constraints import ConstraintSolver, ConstraintStats
 from .dynamics import Data
 from .errors import WorkerError
 from .integrators import SolverSettings, StepStats
+from .interaction import (
+    Interaction,
+    InteractionStats,
+    Lattice,
+    add_windows,
+    fitting_cell,
+)
 from .model import Model, select_trees
 from .state import Control, State, StepMemory
 from .stepping import Constrain, Stepper, fields_at_links
@@ -113,15 +126,40 @@ def worker_count(model: Model, settings: SolverSettings) -> int:
 
 
 def tree_groups(model: Model, count: int) -> list[np.ndarray]:
-    """``count`` groups of tree indices with about equal numbers of links (largest trees first,
-    each to the lightest group), each sorted."""
-    sizes = np.bincount(model.backend.to_host(model.link_tree), minlength=model.n_trees)
-    groups: list[list[int]] = [[] for _ in range(count)]
-    totals = np.zeros(count, dtype=np.int64)
-    for tree in np.argsort(-sizes, kind="stable"):
-        lightest = int(np.argmin(totals))
-        groups[lightest].append(int(tree))
-        totals[lightest] += sizes[tree]
+    """``count`` groups of tree indices with about equal numbers of links, each a slab of space
+    (each sorted): the trees in the order of their rest centres along the axis the centres
+    spread most, each group taking them until its links pass its share (a tree joining the
+    group its middle link falls in), every group at least one tree. Groups near in space share
+    little of the strand interaction's grid (each sends and receives its own window of it,
+    :mod:`.interaction`); without interaction trees are independent and any grouping steps
+    them alike."""
+    link_tree = model.backend.to_host(model.link_tree)
+    sizes = np.bincount(link_tree, minlength=model.n_trees)
+    point_tree = link_tree[model.point_link]
+    points = np.bincount(point_tree, minlength=model.n_trees)
+    centres = (
+        np.stack(
+            [
+                np.bincount(point_tree, weights=model.rest_points[:, axis], minlength=model.n_trees)
+                for axis in range(3)
+            ],
+            axis=1,
+        )
+        / points[:, None]
+    )
+    axis = int(np.argmax(np.ptp(centres, axis=0)))
+    order = np.argsort(centres[:, axis], kind="stable")
+    share = sizes.sum() / count
+    groups: list[list[int]] = [[]]
+    taken = 0
+    for position, tree in enumerate(order):
+        full = taken + 0.5 * sizes[tree] > len(groups) * share
+        # The trees left must still give every group after this one a tree of its own.
+        needed = model.n_trees - position <= count - len(groups)
+        if groups[-1] and len(groups) < count and (full or needed):
+            groups.append([])
+        groups[-1].append(int(tree))
+        taken += sizes[tree]
     return [np.sort(np.asarray(group, dtype=np.int64)) for group in groups]
 
 
@@ -185,6 +223,10 @@ class Workers:
         self._clear_predictors = False
         self._constrained = constraints is not None
         self._sent_control = {name: getattr(control, name) for name in Control.PER_LINK}
+        # The strand interaction and its settings as the workers last had them.
+        self._sent_interaction: tuple[Interaction | None, Any] = (None, None)
+        # Nodes of the last grid the groups met on.
+        self._grid_nodes = 0
 
     def __len__(self) -> int:
         return len(self._workers)
@@ -208,12 +250,14 @@ class Workers:
         h: float,
         times: list[float],
         obstacle_motion: Callable[[float], ObstacleMotion] | None = None,
-    ) -> tuple[StepStats, ConstraintStats]:
+        interaction: Interaction | None = None,
+    ) -> tuple[StepStats, ConstraintStats, InteractionStats]:
         """Step every group through substeps of ``h`` ending at ``times``, from ``state`` (the
         whole model's) under ``control`` and ``inputs``; writes the new joint state into
         ``state`` and, with ``fields``, the air velocity and forces of the last substep into
         ``control``. With constraints, ``obstacle_motion(t)`` gives the obstacles' motion at a
-        substep's start. Returns the statistics of the last substep, over all workers.
+        substep's start; with ``interaction`` (the whole model's) the groups interact on one
+        grid. Returns the statistics of the last substep, over all workers.
 
         ``state`` is left as it was if any worker fails: the first error is raised once every
         worker has answered.
@@ -236,6 +280,10 @@ class Workers:
             for value in (getattr(control, name),)
             if self._sent_control[name] is not value
         }
+        settings = None if interaction is None else interaction.settings
+        sent, sent_settings = self._sent_interaction
+        # (share,) where the group's interaction changed, None where it holds.
+        renewed = interaction is not sent or settings is not sent_settings
         try:
             for worker in self._workers:
                 links = worker.links
@@ -258,6 +306,9 @@ class Workers:
                         h,
                         len(times),
                         clear,
+                        (None if interaction is None else interaction.share(links),)
+                        if renewed
+                        else None,
                     )
                 )
             replies = self._answers(sample)
@@ -267,11 +318,12 @@ class Workers:
             self.close()
             raise
         self._sent_control.update(changed)
+        self._sent_interaction = (interaction, settings)
         failure = next((reply[1] for reply in replies if reply[0] == "error"), None)
         if failure is not None:
             raise failure
-        results, constraint_stats = [], []
-        for worker, (_, q, w, stats, field_values, constrained) in zip(
+        results, constraint_stats, interacted_stats = [], [], []
+        for worker, (_, q, w, stats, field_values, constrained, interacted) in zip(
             self._workers, replies, strict=True
         ):
             state.q[:, worker.links] = q
@@ -280,32 +332,58 @@ class Workers:
                 getattr(control, name)[..., worker.links] = value
             results.append(stats)
             constraint_stats.append(constrained)
+            interacted_stats.append(interacted)
         fallbacks = sorted(
             (fallback for result in results for fallback in result.fallbacks),
             key=lambda fallback: (fallback.time, fallback.strand),
         )
-        return StepStats(
-            max(result.iterations for result in results),
-            # NaN where any group's is (not computed), as np.max has it.
-            float(np.max([result.residual_norm for result in results])),
-            max(result.largest_update for result in results),
-            sum(result.subdivisions for result in results),
-            tuple(fallbacks),
-            sum(result.second_order_trees for result in results),
-        ), ConstraintStats(
-            max(result.largest_problem for result in constraint_stats),
-            sum(result.contacts for result in constraint_stats),
-            sum(result.limit_rows for result in constraint_stats),
-            sum(result.bilateral_rows for result in constraint_stats),
+        return (
+            StepStats(
+                max(result.iterations for result in results),
+                # NaN where any group's is (not computed), as np.max has it.
+                float(np.max([result.residual_norm for result in results])),
+                max(result.largest_update for result in results),
+                sum(result.subdivisions for result in results),
+                tuple(fallbacks),
+                sum(result.second_order_trees for result in results),
+            ),
+            ConstraintStats(
+                max(result.largest_problem for result in constraint_stats),
+                sum(result.contacts for result in constraint_stats),
+                sum(result.limit_rows for result in constraint_stats),
+                sum(result.bilateral_rows for result in constraint_stats),
+            ),
+            InteractionStats(
+                self._grid_nodes if any(result.cells for result in interacted_stats) else 0,
+                max(result.peak_density_ratio for result in interacted_stats),
+            ),
         )
 
     def _answers(self, sample: Callable[[float], tuple]) -> list[tuple]:
         """Every worker's answer to an ``advance``, in worker order, serving the samples they
-        ask for as they ask (one at a time on Windows, whose pipes cannot be waited on
-        together: there a worker's question waits until the workers before it have answered)."""
-        if sys.platform == "win32":
-            return [worker.finish(sample) for worker in self._workers]
+        ask for as they ask, and the grid they meet on once every worker still stepping has
+        asked (one worker at a time on Windows, whose pipes cannot be waited on together:
+        there a worker's question waits until the workers before it have answered or reached
+        the grid)."""
         answers: dict[int, tuple] = {}
+        # The grid questions of the workers waiting for the others.
+        waiting: dict[int, tuple] = {}
+
+        def take(worker: _Worker, reply: tuple) -> None:
+            if reply[0] in GRID_QUESTIONS:
+                waiting[worker.number] = reply
+            else:
+                answers[worker.number] = reply
+            if waiting and len(waiting) + len(answers) == len(self._workers):
+                self._meet(waiting)
+                waiting.clear()
+
+        if sys.platform == "win32":
+            while len(answers) < len(self._workers):
+                for worker in self._workers:
+                    if worker.number not in answers and worker.number not in waiting:
+                        take(worker, worker.finish(sample))
+            return [answers[worker.number] for worker in self._workers]
         with selectors.DefaultSelector() as selector:
             for worker in self._workers:
                 selector.register(worker.answers, selectors.EVENT_READ, worker)
@@ -318,9 +396,29 @@ class Workers:
                     if reply[0] == "sample":
                         worker.answer(sample, reply[1])
                         continue
-                    answers[worker.number] = reply
-                    selector.unregister(key.fileobj)
+                    take(worker, reply)
+                    if worker.number in answers:
+                        selector.unregister(key.fileobj)
         return [answers[worker.number] for worker in self._workers]
+
+    def _meet(self, questions: dict[int, tuple]) -> None:
+        """Answer the grid ``questions`` of the workers still stepping (worker number to
+        question), all asked at the same substep."""
+        kinds = {question[0] for question in questions.values()}
+        if len(kinds) != 1:
+            raise WorkerError(f"worker processes out of step on the strand grid: {sorted(kinds)}")
+        numbers = sorted(questions)
+        if kinds == {"grid_bounds"}:
+            bounds = np.array([questions[number][1] for number in numbers])
+            union = np.stack((bounds[:, 0].min(axis=0), bounds[:, 1].max(axis=0)))
+            cell = fitting_cell(union, questions[numbers[0]][2])
+            for number in numbers:
+                self._workers[number].send(("grid_cell", cell))
+            return
+        union, totals = add_windows([questions[number][1:] for number in numbers])
+        self._grid_nodes = union.nodes
+        for number, total in zip(numbers, totals, strict=True):
+            self._workers[number].send(("grid_total", total))
 
     def close(self) -> None:
         """End every worker process (waiting a little for each to finish on its own)."""
@@ -415,7 +513,8 @@ class _Worker:
         self.send(("sample", self.share(sample(time))))
 
     def finish(self, sample: Callable[[float], tuple]) -> tuple:
-        """The answer to an ``advance``, serving the samples the worker asks for meanwhile."""
+        """The answer to an ``advance`` or the worker's next grid question, serving the samples
+        it asks for meanwhile."""
         while True:
             reply = self.receive()
             if reply[0] != "sample":
@@ -471,6 +570,9 @@ def _enclosing_packages() -> list[tuple[str, list[str]]]:
     return packages
 
 
+# The questions a worker asks to meet the other groups on the strand grid.
+GRID_QUESTIONS = ("grid_bounds", "grid_sums")
+
 # --- the worker's side ----------------------------------------------------------------------
 
 
@@ -487,6 +589,30 @@ class _Group:
     control: Control
     settings: SolverSettings
     constraints: ConstraintSolver | None
+    interaction: Interaction | None = None
+
+
+@dataclass(eq=False)
+class _SharedGrid:
+    """A worker's way to the grid its group shares with the other workers' (through the
+    parent, :meth:`Workers._meet`)."""
+
+    source: IO[bytes]
+    send: Callable[[tuple], None]
+
+    def cell(self, bounds: np.ndarray, cell: float) -> float:
+        self.send(("grid_bounds", bounds, cell))
+        return self._answer("grid_cell")
+
+    def total(self, lattice: Lattice, sums: Any) -> Any:
+        self.send(("grid_sums", lattice, sums))
+        return self._answer("grid_total")
+
+    def _answer(self, kind: str) -> Any:
+        answer, value = pickle.load(self.source)
+        if answer != kind:
+            raise WorkerError(f"a worker process asking for {kind!r} got {answer!r}")
+        return value
 
 
 def serve(source: IO[bytes], sink: IO[bytes]) -> None:
@@ -534,8 +660,16 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
 def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tuple:
     """Take the substeps of one ``advance`` message; the ``done`` answer."""
     (q, w, base_rotation, base_position, start, gravity, per_link, fields, samples, h, substeps,
-     clear) = body  # fmt: skip
+     clear, interaction) = body  # fmt: skip
     model, state, control = group.model, group.state, group.control
+    if interaction is not None:
+        (share,) = interaction
+        if share is None:
+            # The parent's control holds no interaction forces to send: its workers set them.
+            group.interaction = None
+            control.set_interaction(None, None, None)
+        else:
+            group.interaction = Interaction.from_share(model, share, _SharedGrid(source, send))
     state.q[...], state.w[...] = q, w
     state.base_rotation[...], state.base_position[...] = base_rotation, base_position
     state.time = start
@@ -576,13 +710,15 @@ def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tu
         fields,
         group.settings,
         constrain,
+        group.interaction,
     )
     group.state, group.spare, stats = stepper.advance((state, group.spare), start, h, substeps)
     field_values = (
         {} if fields is None else {name: getattr(control, name) for name in Control.FILLED_IN_PLACE}
     )
     constrained = ConstraintStats() if solver is None else solver.stats
-    return ("done", group.state.q, group.state.w, stats, field_values, constrained)
+    interacted = InteractionStats() if group.interaction is None else group.interaction.stats
+    return ("done", group.state.q, group.state.w, stats, field_values, constrained, interacted)
 
 
 def _transferable(error: Exception) -> Exception:
