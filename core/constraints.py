@@ -94,6 +94,7 @@ from .model import Model, select_trees
 from .obstacles import ObstacleMotion, Obstacles
 from .spatial import cross, dot
 from .state import Control, State, StepMemory
+from .validation import finite_number, is_real, positive_number, positive_whole, real_array
 
 
 @dataclass(frozen=True)
@@ -218,24 +219,22 @@ class ConstraintSettings:
     def __post_init__(self) -> None:
         counts = ("iterations", "contact_iterations", *(() if self.passes is None else ("passes",)))
         for name in counts:
-            value = getattr(self, name)
-            if isinstance(value, bool) or int(value) != value or int(value) < 1:
-                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
-        if not 0.0 < float(self.relaxation) < 2.0:
-            raise InvalidInputError(f"relaxation must lie in (0, 2), got {self.relaxation}")
-        if not 0.0 < float(self.weak_row_ratio) <= 1.0:
-            raise InvalidInputError(f"weak_row_ratio must lie in (0, 1], got {self.weak_row_ratio}")
-        if not 0.0 < float(self.penetration_recovery) <= 1.0:
-            raise InvalidInputError(
-                f"penetration_recovery must lie in (0, 1], got {self.penetration_recovery}"
-            )
+            positive_whole(name, getattr(self, name))
+        for name, low, high, closed in (
+            ("relaxation", 0.0, 2.0, False),
+            ("weak_row_ratio", 0.0, 1.0, True),
+            ("penetration_recovery", 0.0, 1.0, True),
+        ):
+            value = finite_number(name, getattr(self, name))
+            if not (low < value < high or (closed and value == high)):
+                interval = f"({low:g}, {high:g}{']' if closed else ')'}"
+                raise InvalidInputError(f"{name} must lie in {interval}, got {value}")
         for name in ("regularization", "contact_tolerance"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise InvalidInputError(f"{name} must be a positive number, got {value!r}")
-        stiffness = self.contact_stiffness
-        if not (isinstance(stiffness, int | float) and math.isfinite(stiffness) and stiffness >= 1):
-            raise InvalidInputError(f"contact_stiffness must be a number >= 1, got {stiffness!r}")
+            positive_number(name, getattr(self, name))
+        if finite_number("contact_stiffness", self.contact_stiffness) < 1.0:
+            raise InvalidInputError(
+                f"contact_stiffness must be a number >= 1, got {self.contact_stiffness!r}"
+            )
         for name in (
             "margin",
             "recovery_speed",
@@ -248,16 +247,20 @@ class ConstraintSettings:
             "path_speed",
             "buckling_tilt",
         ):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+            value = finite_number(name, getattr(self, name))
+            if value < 0.0:
                 raise InvalidInputError(f"{name} must be a number >= 0, got {value!r}")
         for name in ("limit_tolerance", "penetration_tolerance"):
             tolerance = getattr(self, name)
-            if not (isinstance(tolerance, int | float) and tolerance > 0):  # inf: never halve
+            if not (is_real(tolerance) and tolerance > 0):  # inf: never halve
                 raise InvalidInputError(f"{name} must be a number > 0, got {tolerance!r}")
-        fractions = tuple(float(f) for f in self.fractions)
-        if not fractions or any(not 0.0 < f <= 1.0 for f in fractions):
-            raise InvalidInputError(f"fractions must be numbers in (0, 1], got {self.fractions}")
+        fractions = self.fractions
+        if not (
+            isinstance(fractions, tuple | list)
+            and fractions
+            and all(is_real(f) and 0.0 < f <= 1.0 for f in fractions)
+        ):
+            raise InvalidInputError(f"fractions must be numbers in (0, 1], got {fractions!r}")
 
 
 @dataclass(frozen=True)
@@ -327,6 +330,16 @@ class ConstraintStats:
     contacts: int = 0
     limit_rows: int = 0
     bilateral_rows: int = 0
+
+    @classmethod
+    def combined(cls, parts: list[ConstraintStats]) -> ConstraintStats:
+        """The statistics of a model stepped in groups of trees, from each group's."""
+        return cls(
+            max(part.largest_problem for part in parts),
+            sum(part.contacts for part in parts),
+            sum(part.limit_rows for part in parts),
+            sum(part.bilateral_rows for part in parts),
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -1245,7 +1258,7 @@ def _perpendicular(xp: Any, n: Any) -> Any:
 def _device_limits(model: Model, limits: JointLimits) -> dict:
     values = {}
     for name in ("swing", "twist_min", "twist_max"):
-        host = np.asarray(getattr(limits, name), dtype=np.float64)
+        host = real_array(f"JointLimits.{name}", getattr(limits, name))
         try:
             host = np.broadcast_to(host, (model.n_links,))
         except ValueError as error:

@@ -183,6 +183,24 @@ class StepStats:
     fallbacks: tuple[Fallback, ...] = ()
     second_order_trees: int = 0
 
+    @classmethod
+    def combined(cls, parts: list[StepStats]) -> StepStats:
+        """The statistics of a model stepped in groups of trees, from each group's."""
+        return cls(
+            max(part.iterations for part in parts),
+            # NaN where any group's is (not computed), as np.max has it.
+            float(np.max([part.residual_norm for part in parts])),
+            max(part.largest_update for part in parts),
+            sum(part.subdivisions for part in parts),
+            tuple(
+                sorted(
+                    (fallback for part in parts for fallback in part.fallbacks),
+                    key=lambda fallback: (fallback.time, fallback.strand),
+                )
+            ),
+            sum(part.second_order_trees for part in parts),
+        )
+
 
 def integrate_rotation(xp: Any, q: Any, w: Any, h: float | Any) -> Any:
     """``q ⊗ exp(h w)``, renormalised (``h`` a float or per link, (N,))."""

@@ -9,7 +9,6 @@ up to rounding, obstacles and joint limits included. A simulation with animated 
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,6 @@ from .constraints import (
     JointLimits,
     JointRotation,
     PointPath,
-    SolverRecord,
 )
 from .dynamics import Data
 from .errors import InvalidInputError
@@ -42,9 +40,10 @@ from .stepping import (
     ObstacleSource,
     PoseSource,
     Stepper,
+    StepSnapshot,
     set_inputs,
 )
-from .validation import is_real, vector3
+from .validation import finite_number, is_real, real_array, vector3
 from .workers import Workers, worker_count
 
 if TYPE_CHECKING:
@@ -189,14 +188,17 @@ class Simulation:
             self.memory = StepMemory.for_model(self.model)
 
     def reset(self, base_poses: Any = None, time: float = 0.0) -> None:
-        """Back to the rest shape, motionless, with the bases at ``base_poses`` (T, 4, 4)."""
-        self.state = State.at_rest(self.model, base_poses, time)
+        """Back to the rest shape, motionless, with the bases at ``base_poses`` (T, 4, 4), at
+        ``time`` (s)."""
+        # Both checked before anything changes.
+        state = State.at_rest(self.model, base_poses, finite_number("time", time))
+        still = BaseMotion.still(self.model.base_rest_poses if base_poses is None else base_poses)
+        self.state = state
         if self.memory is not None:
             self.memory.forget()
         if self._workers is not None:
             self._workers.clear_predictors()
-        poses = self.model.base_rest_poses if base_poses is None else base_poses
-        self.control.set_base_motion(self.model, BaseMotion.still(poses))
+        self.control.set_base_motion(self.model, still)
         self.control.set_pose(self.model, None)
         self.control.set_interaction(None, None, None)
         if self.constraints is not None:
@@ -230,7 +232,7 @@ class Simulation:
             self.control.gravity = model.backend.from_host(vector3("gravity", value)[:, None])
             return
         if name in ("wind_velocity", "external_force"):
-            host = np.asarray(value, dtype=np.float64)
+            host = real_array(name, value)
             if host.shape == (3,):
                 host = np.broadcast_to(host, (model.n_links, 3))
             if host.shape != (model.n_links, 3) or not np.isfinite(host).all():
@@ -239,14 +241,14 @@ class Simulation:
                 )
             setattr(self.control, name, model.from_strand_order(host, name))
             return
-        if name not in Control.PARAMETERS:
+        if not isinstance(name, str) or name not in Control.PARAMETERS:
             raise InvalidInputError(
                 f"unknown parameter {name!r}; animatable: {', '.join(Control.PARAMETERS)}, "
                 "gravity, wind_velocity, external_force"
             )
         current = getattr(self.control, name)
         columns = tuple(current.shape[:-1])
-        host = np.asarray(value, dtype=np.float64)
+        host = real_array(name, value)
         if host.ndim == 0 or (columns and host.shape == columns):
             host = np.broadcast_to(host, (model.n_links, *columns))
         elif columns and host.shape == (model.n_links,):
@@ -307,16 +309,21 @@ class Simulation:
             raise InvalidInputError(
                 f"fields must be a ForceFields or None, got {type(fields).__name__}"
             )
-        if self._workers is None:
-            # In one process a call that fails, interrupted ones included, leaves the
-            # simulation as it found it: the next call steps as if it had never been made.
-            before = _Before.of(self)
-            try:
-                return self._advance(dt, base, pose, fields, obstacle_motion)
-            except BaseException:
-                before.restore(self)
-                raise
-        return self._advance(dt, base, pose, fields, obstacle_motion)
+        # A call that fails, interrupted ones included, leaves the simulation as it found it:
+        # the next call steps as if it had never been made (worker processes put their groups
+        # back themselves; an exchange cut short ends them, see Workers.advance).
+        before = StepSnapshot.of(
+            self.state, self.memory, self.control, self.constraints, self.interaction
+        )
+        stats = self.stats
+        try:
+            return self._advance(dt, base, pose, fields, obstacle_motion)
+        except BaseException:
+            self.state = before.restore(
+                self.memory, self.control, self.constraints, self.interaction
+            )
+            self.stats = stats
+            raise
 
     def _advance(
         self,
@@ -473,48 +480,3 @@ def _checked_base(base: Any) -> BaseSource:
         return motion
 
     return sampled
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class _Before:
-    """A simulation stepped in one process as an advance finds it: its state, what the steps
-    before left for the next (its step memory and the constraint solver's), the control and
-    the statistics (copies where the step writes in place)."""
-
-    state: State
-    memory: StepMemory
-    control: Control
-    stats: StepStats
-    constraints: SolverRecord | None
-    interaction_stats: InteractionStats | None
-
-    @classmethod
-    def of(cls, simulation: Simulation) -> _Before:
-        control = simulation.control
-        constraints, interaction = simulation.constraints, simulation.interaction
-        return cls(
-            simulation.state.copy(),
-            simulation.memory.copy(),
-            dataclasses.replace(
-                control,
-                **{name: getattr(control, name).copy() for name in Control.FILLED_IN_PLACE},
-            ),
-            simulation.stats,
-            None if constraints is None else constraints.kept(),
-            None if interaction is None else interaction.stats,
-        )
-
-    def restore(self, simulation: Simulation) -> None:
-        simulation.state = self.state
-        simulation.memory.restore(self.memory)
-        control = simulation.control
-        for item in dataclasses.fields(Control):
-            if item.name in Control.FILLED_IN_PLACE:
-                getattr(control, item.name)[...] = getattr(self.control, item.name)
-            else:
-                setattr(control, item.name, getattr(self.control, item.name))
-        simulation.stats = self.stats
-        if self.constraints is not None:
-            simulation.constraints.restore(self.constraints)
-        if self.interaction_stats is not None:
-            simulation.interaction.stats = self.interaction_stats

@@ -15,7 +15,7 @@ from .base_motion import BaseMotion
 from .errors import InvalidInputError
 from .model import Model
 from .pose import Pose
-from .validation import vector3
+from .validation import finite_array, vector3
 
 
 @dataclass(eq=False)
@@ -362,9 +362,4 @@ def _motion_fields(motion: BaseMotion) -> tuple:
 
 
 def _checked_poses(model: Model, poses: Any) -> np.ndarray:
-    poses = np.asarray(poses, dtype=np.float64)
-    if poses.shape != (model.n_bases, 4, 4) or not np.isfinite(poses).all():
-        raise InvalidInputError(
-            f"base poses must be finite with shape ({model.n_bases}, 4, 4), got {poses.shape}"
-        )
-    return poses
+    return finite_array("base poses", poses, (model.n_bases, 4, 4))

@@ -49,6 +49,7 @@ forces (:meth:`.constraints.ConstraintSolver.resolve`) unless the whole step is 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -58,12 +59,12 @@ import numpy as np
 
 from . import integrators
 from .base_motion import BaseMotion
-from .constraints import ConstraintSolver
+from .constraints import ConstraintSolver, SolverRecord
 from .contacts import ContactMemory
 from .dynamics import Data
 from .errors import SimulationDivergedError
 from .integrators import Fallback, SolverSettings, StepStats, non_finite_trees, step
-from .interaction import Interaction
+from .interaction import Interaction, InteractionStats
 from .model import Model, select_trees
 from .obstacles import ObstacleMotion
 from .pose import Pose
@@ -75,6 +76,62 @@ if TYPE_CHECKING:
 BaseSource = BaseMotion | Callable[[float], BaseMotion]
 PoseSource = Pose | Callable[[float], Pose]
 ObstacleSource = ObstacleMotion | Callable[[float], ObstacleMotion]
+
+
+@dataclass(frozen=True, eq=False)
+class StepSnapshot:
+    """A stepped model (or a worker's group of trees) as an advance finds it, to put back where
+    the advance fails: its state, what the steps before left for the next (the step memory, None
+    where worker processes hold it, and the constraint solver's), the control (copies of the
+    fields the steps fill in place) and the strand interaction's statistics."""
+
+    state: State
+    memory: StepMemory | None
+    control: Control
+    constraints: SolverRecord | None
+    interaction_stats: InteractionStats | None
+
+    @classmethod
+    def of(
+        cls,
+        state: State,
+        memory: StepMemory | None,
+        control: Control,
+        constraints: ConstraintSolver | None,
+        interaction: Interaction | None,
+    ) -> StepSnapshot:
+        return cls(
+            state.copy(),
+            None if memory is None else memory.copy(),
+            replace(
+                control,
+                **{name: getattr(control, name).copy() for name in Control.FILLED_IN_PLACE},
+            ),
+            None if constraints is None else constraints.kept(),
+            None if interaction is None else interaction.stats,
+        )
+
+    def restore(
+        self,
+        memory: StepMemory | None,
+        control: Control,
+        constraints: ConstraintSolver | None,
+        interaction: Interaction | None,
+    ) -> State:
+        """Put the memory, the control, the solver's record and the interaction's statistics
+        back in place; returns the state to step on from (the snapshot's own)."""
+        if self.memory is not None:
+            memory.restore(self.memory)
+        for item in dataclasses.fields(Control):
+            if item.name in Control.FILLED_IN_PLACE:
+                getattr(control, item.name)[...] = getattr(self.control, item.name)
+            else:
+                setattr(control, item.name, getattr(self.control, item.name))
+        if self.constraints is not None:
+            constraints.restore(self.constraints)
+        if self.interaction_stats is not None:
+            interaction.stats = self.interaction_stats
+        return self.state
 
 
 class Inputs:

@@ -53,14 +53,23 @@ def positive_whole(name: str, value: Any) -> int:
     return int(value)
 
 
+def real_array(name: str, value: Any) -> np.ndarray:
+    """``value`` as a float64 copy of any shape: real numbers (ints or floats, not bools,
+    complex numbers, strings or objects), not checked for finiteness."""
+    try:
+        array = np.array(value)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"{name} must be an array of numbers: {error}") from None
+    if array.dtype.kind not in "iuf":
+        raise InvalidInputError(f"{name} must be real numbers, got {value!r}")
+    return array.astype(np.float64)
+
+
 def finite_array(name: str, value: Any, shape: tuple[int | str | None, ...]) -> np.ndarray:
     """``value`` as a float64 copy of ``shape``, finite. An entry of ``shape`` that is not an
     int is any length: ``None`` is shown as ``n`` in the message, a string as itself
     (``"n_links"``)."""
-    try:
-        array = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(f"{name} must be an array of numbers: {error}") from None
+    array = real_array(name, value)
     expected = "(" + ", ".join("n" if d is None else str(d) for d in shape) + ")"
     mismatch = array.ndim != len(shape) or any(
         isinstance(d, int) and d != a for d, a in zip(shape, array.shape, strict=True)
@@ -76,8 +85,8 @@ def finite_array(name: str, value: Any, shape: tuple[int | str | None, ...]) -> 
 def vector3(name: str, value: Any) -> np.ndarray:
     """``value`` as a float64 array of three finite numbers."""
     try:
-        vector = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
+        vector = real_array(name, value)
+    except InvalidInputError:
         raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}") from None
     if vector.shape != (3,) or not np.isfinite(vector).all():
         raise InvalidInputError(f"{name} must be 3 finite numbers, got {value!r}")

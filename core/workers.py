@@ -13,24 +13,28 @@ Each worker is ``sys.executable`` (Blender's own Python inside Blender) running 
 bootstrap that reads everything else from its standard input; the two ends exchange pickled
 messages over the worker's standard input and output (its prints go to standard error):
 
-- the bootstrap: the parent's ``sys.path`` and the packages enclosing this one, so the worker
-  imports the engine under the same name as the parent, also where that is a package Blender
-  made up in memory (``bl_ext.<repository>`` for an extension);
-- ``build``: the group's model, gravity, settings, and its obstacles and joint limits if any;
-  the worker answers ``ready``;
-- ``advance``: the group's joint state and the control fields that changed, the force fields,
-  and the base motion, animated control fields and obstacles' motion at every substep's end
-  (and start, with constraints), sampled once, in the parent; a subdivided step needs other
-  times, which the worker asks the parent for (``sample``) while it steps, and the parent
-  answers whichever worker asks (:meth:`Workers._answers`). With strand interaction the
-  message carries the group's share of it when it changed (:class:`.InteractionShare`), and at
-  every substep's start the groups meet on one grid (:mod:`.interaction`): each worker sends the
-  bounds of its links (``grid_bounds``), and once every worker still stepping has, the parent
-  answers each with the cell of the grid over them all (``grid_cell``); each then sends its node
-  sums over its window of that grid (``grid_sums``), and is answered with every group's sums
-  added over its window (``grid_total``). The worker answers
-  with its new joint state and statistics (``done``) or the error that stopped it
-  (``error``), and keeps its state, control and Newton predictor for the next frame.
+- the bootstrap (a tuple, read before the engine is imported): the parent's ``sys.path`` and
+  the packages enclosing this one, so the worker imports the engine under the same name as the
+  parent, also where that is a package Blender made up in memory (``bl_ext.<repository>`` for
+  an extension);
+- :class:`_Build`: the group's model, gravity, settings, and its obstacles and joint limits if
+  any; the worker answers :class:`_Ready`;
+- :class:`_Advance`: the group's joint state and the control fields that changed, the force
+  fields, and the base motion, animated control fields and obstacles' motion at every substep's
+  end (and start, with constraints), sampled once, in the parent (:class:`_Sample`); a
+  subdivided step needs other times, which the worker asks the parent for
+  (:class:`_SampleQuestion`) while it steps, and the parent answers whichever worker asks
+  (:meth:`Workers._answers`). With strand interaction the message carries the group's share of
+  it when it changed (:class:`.InteractionShare`), and at every substep's start the groups meet
+  on one grid (:mod:`.interaction`): each worker sends the bounds of its links
+  (:class:`_GridBounds`), and once every worker still stepping has, the parent answers each with
+  the cell of the grid over them all (:class:`_GridCell`); each then sends its node sums over
+  its window of that grid (:class:`_GridSums`), and is answered with every group's sums added
+  over its window (:class:`_GridTotal`). The worker answers with its new joint state and
+  statistics (:class:`_Done`) or the error that stopped it (:class:`_Failed`), and keeps its
+  state, control and step memory for the next frame;
+- :class:`_Rollback`: where any worker failed, every worker puts its group back as the
+  advance found it, so that the next advance steps as if the failed one had never been made.
 
 A worker that dies or cannot start is reported as a :class:`WorkerError` naming its exit status.
 """
@@ -54,6 +58,7 @@ from .errors import WorkerError
 from .integrators import SolverSettings, StepStats
 from .interaction import (
     Interaction,
+    InteractionShare,
     InteractionStats,
     Lattice,
     add_windows,
@@ -61,7 +66,7 @@ from .interaction import (
 )
 from .model import Model, select_trees
 from .state import Control, State, StepMemory
-from .stepping import Constrain, Stepper, fields_at_links
+from .stepping import Constrain, Stepper, StepSnapshot, fields_at_links
 
 try:
     import fcntl
@@ -102,6 +107,132 @@ for name, path in packages:
         sys.modules[name] = package
 importlib.import_module(module).serve(sys.stdin.buffer, sys.stdout.buffer)
 """
+
+
+# --- the messages -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class _Build:
+    """Build a group: its model, gravity (3,), settings and the arguments of its constraint
+    solver (:meth:`.ConstraintSolver.arguments_for`), if any."""
+
+    model: Model
+    gravity: Any
+    settings: SolverSettings
+    constraints: tuple | None
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """The group is built."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Sample:
+    """What drives a group's step at one time: the base motion, the animated control fields
+    (the group's share, by name) and the obstacles' motion (None without obstacles)."""
+
+    base: BaseMotion
+    updates: dict[str, Any]
+    obstacle_motion: ObstacleMotion | None
+
+
+@dataclass(frozen=True)
+class _InteractionUpdate:
+    """The group's strand interaction from now on (None: none)."""
+
+    share: InteractionShare | None
+
+
+@dataclass(frozen=True, eq=False)
+class _Advance:
+    """Step the group through ``substeps`` substeps of ``h`` from ``start``: its joint state
+    ``q``, ``w``, the bases' pose, gravity, the per-link control fields replaced since the last
+    advance (the group's links), the force fields, the samples at the substeps' ends (and
+    starts, with constraints), whether to forget the step history (after a reset), and the
+    interaction where it changed (None where it holds)."""
+
+    q: Any
+    w: Any
+    base_rotation: Any
+    base_position: Any
+    start: float
+    gravity: Any
+    per_link: dict[str, Any]
+    fields: ForceFields | None
+    samples: dict[float, _Sample]
+    h: float
+    substeps: int
+    forget: bool
+    interaction: _InteractionUpdate | None
+
+
+@dataclass(frozen=True)
+class _SampleQuestion:
+    """The worker needs the sample at ``time`` (a subdivided step's half)."""
+
+    time: float
+
+
+@dataclass(frozen=True, eq=False)
+class _SampleAnswer:
+    sample: _Sample
+
+
+@dataclass(frozen=True, eq=False)
+class _GridBounds:
+    """The group's links lie within ``bounds`` (2, 3); ``cell`` is the cell asked for."""
+
+    bounds: np.ndarray
+    cell: float
+
+
+@dataclass(frozen=True)
+class _GridCell:
+    """The cell of the grid over every group's links."""
+
+    cell: float
+
+
+@dataclass(frozen=True, eq=False)
+class _GridSums:
+    """The group's node sums (k, nodes) over its window ``lattice`` of the common lattice."""
+
+    lattice: Lattice
+    sums: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class _GridTotal:
+    """Every group's node sums over the asking group's window (k, nodes)."""
+
+    total: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class _Done:
+    """The group's joint state after an advance, the statistics of its last substep, the force
+    fields' values it filled in (by name) and its constraint and interaction statistics."""
+
+    q: Any
+    w: Any
+    stats: StepStats
+    field_values: dict[str, Any]
+    constraint_stats: ConstraintStats
+    interaction_stats: InteractionStats
+
+
+@dataclass(frozen=True, eq=False)
+class _Failed:
+    """The error that stopped the worker (its group is back as the advance found it)."""
+
+    error: Exception
+
+
+@dataclass(frozen=True)
+class _Rollback:
+    """Put the group back as the last advance found it."""
 
 
 def worker_count(model: Model, settings: SolverSettings) -> int:
@@ -216,7 +347,7 @@ class Workers:
                 )
             # The processes start side by side: each answers once it has imported the engine.
             for worker in self._workers:
-                worker.expect("ready")
+                worker.expect(_Ready)
         except BaseException:
             self.close()
             raise
@@ -259,15 +390,16 @@ class Workers:
         substep's start; with ``interaction`` (the whole model's) the groups interact on one
         grid. Returns the statistics of the last substep, over all workers.
 
-        ``state`` is left as it was if any worker fails: the first error is raised once every
-        worker has answered.
+        If any worker fails, every worker puts its group back as this call found it and
+        ``state`` is left as it was: the first error is raised once every worker has answered,
+        and the next call steps as if this one had never been made.
         """
         start = state.time
-        clear, self._clear_predictors = self._clear_predictors, False
+        forget, self._clear_predictors = self._clear_predictors, False
 
-        def sample(t: float) -> tuple:
+        def sample(t: float) -> _Sample:
             motion, updates = inputs(t)
-            return motion, updates, None if obstacle_motion is None else obstacle_motion(t)
+            return _Sample(motion, updates, None if obstacle_motion is None else obstacle_motion(t))
 
         # Constraints also look at the base and the obstacles at every substep's start, which
         # the steps compute as their end minus h (not always bit for bit the last end).
@@ -282,98 +414,84 @@ class Workers:
         }
         settings = None if interaction is None else interaction.settings
         sent, sent_settings = self._sent_interaction
-        # (share,) where the group's interaction changed, None where it holds.
         renewed = interaction is not sent or settings is not sent_settings
         try:
             for worker in self._workers:
                 links = worker.links
-                per_link = {
-                    name: None if value is None else value[..., links]
-                    for name, value in changed.items()
-                }
                 worker.send(
-                    (
-                        "advance",
-                        state.q[:, links],
-                        state.w[:, links],
-                        state.base_rotation,
-                        state.base_position,
-                        start,
-                        control.gravity,
-                        per_link,
-                        fields,
-                        {t: worker.share(sample) for t, sample in samples.items()},
-                        h,
-                        len(times),
-                        clear,
-                        (None if interaction is None else interaction.share(links),)
+                    _Advance(
+                        q=state.q[:, links],
+                        w=state.w[:, links],
+                        base_rotation=state.base_rotation,
+                        base_position=state.base_position,
+                        start=start,
+                        gravity=control.gravity,
+                        per_link={
+                            name: None if value is None else value[..., links]
+                            for name, value in changed.items()
+                        },
+                        fields=fields,
+                        samples={t: worker.share(sample) for t, sample in samples.items()},
+                        h=h,
+                        substeps=len(times),
+                        forget=forget,
+                        interaction=_InteractionUpdate(
+                            None if interaction is None else interaction.share(links)
+                        )
                         if renewed
                         else None,
                     )
                 )
             replies = self._answers(sample)
+            failure = next((reply.error for reply in replies if isinstance(reply, _Failed)), None)
+            if failure is not None:
+                # The failed workers are back already; the others go back too.
+                for worker, reply in zip(self._workers, replies, strict=True):
+                    if isinstance(reply, _Done):
+                        worker.send(_Rollback())
+                self._clear_predictors = forget
         except BaseException:
             # An exchange cut short (an interrupt, a sample that failed, a dead worker) leaves
             # messages in the pipes: these workers cannot go on.
             self.close()
             raise
-        self._sent_control.update(changed)
-        self._sent_interaction = (interaction, settings)
-        failure = next((reply[1] for reply in replies if reply[0] == "error"), None)
         if failure is not None:
             raise failure
-        results, constraint_stats, interacted_stats = [], [], []
-        for worker, (_, q, w, stats, field_values, constrained, interacted) in zip(
-            self._workers, replies, strict=True
-        ):
-            state.q[:, worker.links] = q
-            state.w[:, worker.links] = w
-            for name, value in field_values.items():
+        self._sent_control.update(changed)
+        self._sent_interaction = (interaction, settings)
+        for worker, reply in zip(self._workers, replies, strict=True):
+            state.q[:, worker.links] = reply.q
+            state.w[:, worker.links] = reply.w
+            for name, value in reply.field_values.items():
                 getattr(control, name)[..., worker.links] = value
-            results.append(stats)
-            constraint_stats.append(constrained)
-            interacted_stats.append(interacted)
-        fallbacks = sorted(
-            (fallback for result in results for fallback in result.fallbacks),
-            key=lambda fallback: (fallback.time, fallback.strand),
-        )
         return (
-            StepStats(
-                max(result.iterations for result in results),
-                # NaN where any group's is (not computed), as np.max has it.
-                float(np.max([result.residual_norm for result in results])),
-                max(result.largest_update for result in results),
-                sum(result.subdivisions for result in results),
-                tuple(fallbacks),
-                sum(result.second_order_trees for result in results),
-            ),
-            ConstraintStats(
-                max(result.largest_problem for result in constraint_stats),
-                sum(result.contacts for result in constraint_stats),
-                sum(result.limit_rows for result in constraint_stats),
-                sum(result.bilateral_rows for result in constraint_stats),
-            ),
+            StepStats.combined([reply.stats for reply in replies]),
+            ConstraintStats.combined([reply.constraint_stats for reply in replies]),
             InteractionStats(
-                self._grid_nodes if any(result.cells for result in interacted_stats) else 0,
-                max(result.peak_density_ratio for result in interacted_stats),
+                self._grid_nodes if any(reply.interaction_stats.cells for reply in replies) else 0,
+                max(reply.interaction_stats.peak_density_ratio for reply in replies),
             ),
         )
 
-    def _answers(self, sample: Callable[[float], tuple]) -> list[tuple]:
-        """Every worker's answer to an ``advance``, in worker order, serving the samples they
-        ask for as they ask, and the grid they meet on once every worker still stepping has
-        asked (one worker at a time on Windows, whose pipes cannot be waited on together:
+    def _answers(self, sample: Callable[[float], _Sample]) -> list[_Done | _Failed]:
+        """Every worker's answer to an :class:`_Advance`, in worker order, serving the samples
+        they ask for as they ask, and the grid they meet on once every worker still stepping
+        has asked (one worker at a time on Windows, whose pipes cannot be waited on together:
         there a worker's question waits until the workers before it have answered or reached
         the grid)."""
-        answers: dict[int, tuple] = {}
+        answers: dict[int, _Done | _Failed] = {}
         # The grid questions of the workers waiting for the others.
-        waiting: dict[int, tuple] = {}
+        waiting: dict[int, _GridBounds | _GridSums] = {}
 
-        def take(worker: _Worker, reply: tuple) -> None:
-            if reply[0] in GRID_QUESTIONS:
+        def take(worker: _Worker, reply: Any) -> None:
+            if isinstance(reply, _GridBounds | _GridSums):
                 waiting[worker.number] = reply
-            else:
+            elif isinstance(reply, _Done | _Failed):
                 answers[worker.number] = reply
+            else:
+                raise WorkerError(
+                    f"worker process {worker.number} answered {type(reply).__name__} to an advance"
+                )
             if waiting and len(waiting) + len(answers) == len(self._workers):
                 self._meet(waiting)
                 waiting.clear()
@@ -393,32 +511,35 @@ class Workers:
                     # A worker has one message under way at most: it waits for the answer to
                     # a question, and its reply is its last, so a whole message is there to read.
                     reply = worker.receive()
-                    if reply[0] == "sample":
-                        worker.answer(sample, reply[1])
+                    if isinstance(reply, _SampleQuestion):
+                        worker.answer(sample, reply.time)
                         continue
                     take(worker, reply)
                     if worker.number in answers:
                         selector.unregister(key.fileobj)
         return [answers[worker.number] for worker in self._workers]
 
-    def _meet(self, questions: dict[int, tuple]) -> None:
+    def _meet(self, questions: dict[int, _GridBounds | _GridSums]) -> None:
         """Answer the grid ``questions`` of the workers still stepping (worker number to
         question), all asked at the same substep."""
-        kinds = {question[0] for question in questions.values()}
+        kinds = {type(question).__name__ for question in questions.values()}
         if len(kinds) != 1:
             raise WorkerError(f"worker processes out of step on the strand grid: {sorted(kinds)}")
         numbers = sorted(questions)
-        if kinds == {"grid_bounds"}:
-            bounds = np.array([questions[number][1] for number in numbers])
+        first = questions[numbers[0]]
+        if isinstance(first, _GridBounds):
+            bounds = np.array([questions[number].bounds for number in numbers])
             union = np.stack((bounds[:, 0].min(axis=0), bounds[:, 1].max(axis=0)))
-            cell = fitting_cell(union, questions[numbers[0]][2])
+            answer = _GridCell(fitting_cell(union, first.cell))
             for number in numbers:
-                self._workers[number].send(("grid_cell", cell))
+                self._workers[number].send(answer)
             return
-        union, totals = add_windows([questions[number][1:] for number in numbers])
+        union, totals = add_windows(
+            [(questions[number].lattice, questions[number].sums) for number in numbers]
+        )
         self._grid_nodes = union.nodes
         for number, total in zip(numbers, totals, strict=True):
-            self._workers[number].send(("grid_total", total))
+            self._workers[number].send(_GridTotal(total))
 
     def close(self) -> None:
         """End every worker process (waiting a little for each to finish on its own)."""
@@ -470,37 +591,40 @@ class _Worker:
         worker = cls(number, links)
         try:
             solver = None if constraints is None else constraints.arguments_for(part, links)
-            worker.send(("build", part, gravity, settings, solver))
+            worker.send(_Build(part, gravity, settings, solver))
         except BaseException:
             worker.close()
             raise
         return worker
 
-    def share(self, sample: tuple) -> tuple:
-        """This group's part of a sample ``(base motion, control fields, obstacle motion)``:
-        the per-link control fields at its links."""
-        motion, updates, obstacle_motion = sample
-        return motion, fields_at_links(updates, self.links), obstacle_motion
+    def share(self, sample: _Sample) -> _Sample:
+        """This group's part of a ``sample``: the per-link control fields at its links."""
+        return _Sample(
+            sample.base, fields_at_links(sample.updates, self.links), sample.obstacle_motion
+        )
 
-    def send(self, message: tuple) -> None:
+    def send(self, message: Any) -> None:
         try:
             pickle.dump(message, self._process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self._process.stdin.flush()
         except (BrokenPipeError, OSError) as error:
             raise self._exited() from error
 
-    def receive(self) -> tuple:
+    def receive(self) -> Any:
         try:
             return pickle.load(self._process.stdout)
         except (EOFError, OSError, pickle.UnpicklingError) as error:
             raise self._exited() from error
 
-    def expect(self, kind: str) -> tuple:
+    def expect(self, kind: type) -> Any:
+        """The worker's next message, a ``kind``; the error it reports instead is raised."""
         reply = self.receive()
-        if reply[0] == "error":
-            raise reply[1]
-        if reply[0] != kind:
-            raise WorkerError(f"worker process {self.number} answered {reply[0]!r}, not {kind!r}")
+        if isinstance(reply, _Failed):
+            raise reply.error
+        if not isinstance(reply, kind):
+            raise WorkerError(
+                f"worker process {self.number} answered {type(reply).__name__}, not {kind.__name__}"
+            )
         return reply
 
     @property
@@ -508,18 +632,18 @@ class _Worker:
         """The pipe the worker answers on."""
         return self._process.stdout
 
-    def answer(self, sample: Callable[[float], tuple], time: float) -> None:
+    def answer(self, sample: Callable[[float], _Sample], time: float) -> None:
         """Send the sample at ``time`` the worker asked for."""
-        self.send(("sample", self.share(sample(time))))
+        self.send(_SampleAnswer(self.share(sample(time))))
 
-    def finish(self, sample: Callable[[float], tuple]) -> tuple:
-        """The answer to an ``advance`` or the worker's next grid question, serving the samples
-        it asks for meanwhile."""
+    def finish(self, sample: Callable[[float], _Sample]) -> Any:
+        """The answer to an :class:`_Advance` or the worker's next grid question, serving the
+        samples it asks for meanwhile."""
         while True:
             reply = self.receive()
-            if reply[0] != "sample":
+            if not isinstance(reply, _SampleQuestion):
                 return reply
-            self.answer(sample, reply[1])
+            self.answer(sample, reply.time)
 
     def close(self) -> None:
         process = self._process
@@ -570,16 +694,14 @@ def _enclosing_packages() -> list[tuple[str, list[str]]]:
     return packages
 
 
-# The questions a worker asks to meet the other groups on the strand grid.
-GRID_QUESTIONS = ("grid_bounds", "grid_sums")
-
 # --- the worker's side ----------------------------------------------------------------------
 
 
 @dataclass(eq=False)
 class _Group:
-    """What a worker holds between messages: its model, workspace, step memory, state and
-    control."""
+    """What a worker holds between messages: its model, workspace, step memory, state, control
+    and strand interaction, and how the last advance found them (``before``, its interaction
+    ``interaction_before``), to go back to."""
 
     model: Model
     data: Data
@@ -590,6 +712,22 @@ class _Group:
     settings: SolverSettings
     constraints: ConstraintSolver | None
     interaction: Interaction | None = None
+    before: StepSnapshot | None = None
+    interaction_before: Interaction | None = None
+
+    def remember(self) -> None:
+        """Record the group as an advance finds it."""
+        self.before = StepSnapshot.of(
+            self.state, self.memory, self.control, self.constraints, self.interaction
+        )
+        self.interaction_before = self.interaction
+
+    def go_back(self) -> None:
+        """Put the group back as the last advance found it."""
+        self.interaction = self.interaction_before
+        self.state = self.before.restore(
+            self.memory, self.control, self.constraints, self.interaction
+        )
 
 
 @dataclass(eq=False)
@@ -598,21 +736,23 @@ class _SharedGrid:
     parent, :meth:`Workers._meet`)."""
 
     source: IO[bytes]
-    send: Callable[[tuple], None]
+    send: Callable[[Any], None]
 
     def cell(self, bounds: np.ndarray, cell: float) -> float:
-        self.send(("grid_bounds", bounds, cell))
-        return self._answer("grid_cell")
+        self.send(_GridBounds(bounds, cell))
+        return self._answer(_GridCell).cell
 
     def total(self, lattice: Lattice, sums: Any) -> Any:
-        self.send(("grid_sums", lattice, sums))
-        return self._answer("grid_total")
+        self.send(_GridSums(lattice, sums))
+        return self._answer(_GridTotal).total
 
-    def _answer(self, kind: str) -> Any:
-        answer, value = pickle.load(self.source)
-        if answer != kind:
-            raise WorkerError(f"a worker process asking for {kind!r} got {answer!r}")
-        return value
+    def _answer(self, kind: type) -> Any:
+        answer = pickle.load(self.source)
+        if not isinstance(answer, kind):
+            raise WorkerError(
+                f"a worker process waiting for {kind.__name__} got {type(answer).__name__}"
+            )
+        return answer
 
 
 def serve(source: IO[bytes], sink: IO[bytes]) -> None:
@@ -621,104 +761,130 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
     # Prints (a warning from NumPy, a debugging line) must not land in the message stream.
     sys.stdout = sys.stderr
 
-    def send(message: tuple) -> None:
+    def send(message: Any) -> None:
         pickle.dump(message, sink, protocol=pickle.HIGHEST_PROTOCOL)
         sink.flush()
 
     group = None
     while True:
         try:
-            kind, *body = pickle.load(source)
+            message = pickle.load(source)
         except EOFError:
             return
         try:
-            if kind == "build":
-                model, gravity, settings, constraints = body
+            if isinstance(message, _Build):
+                model = message.model
                 state = State.at_rest(model)
-                control = Control.from_model(model, gravity)
-                solver = None if constraints is None else ConstraintSolver(model, *constraints)
-                data = Data.for_model(model)
+                solver = None
+                if message.constraints is not None:
+                    solver = ConstraintSolver(model, *message.constraints)
                 group = _Group(
                     model,
-                    data,
+                    Data.for_model(model),
                     StepMemory.for_model(model),
                     state,
                     state.copy(),
-                    control,
-                    settings,
+                    Control.from_model(model, message.gravity),
+                    message.settings,
                     solver,
                 )
-                send(("ready",))
-            elif kind == "advance":
-                send(_advance(group, body, source, send))
+                send(_Ready())
+            elif isinstance(message, _Advance):
+                group.remember()
+                try:
+                    send(_advance(group, message, source, send))
+                except BaseException:
+                    group.go_back()
+                    raise
+            elif isinstance(message, _Rollback):
+                group.go_back()
             else:
-                raise WorkerError(f"a worker process got an unknown message {kind!r}")
+                raise WorkerError(
+                    f"a worker process got an unknown message {type(message).__name__}"
+                )
         except Exception as error:  # every failure goes back to the parent
-            send(("error", _transferable(error)))
+            send(_Failed(_transferable(error)))
 
 
-def _advance(group: _Group, body: list, source: IO[bytes], send: Callable) -> tuple:
-    """Take the substeps of one ``advance`` message; the ``done`` answer."""
-    (q, w, base_rotation, base_position, start, gravity, per_link, fields, samples, h, substeps,
-     clear, interaction) = body  # fmt: skip
+def _advance(group: _Group, message: _Advance, source: IO[bytes], send: Callable) -> _Done:
+    """Take the substeps of one :class:`_Advance`; the :class:`_Done` answer."""
     model, state, control = group.model, group.state, group.control
-    if interaction is not None:
-        (share,) = interaction
+    if message.interaction is not None:
+        share = message.interaction.share
         if share is None:
             # The parent's control holds no interaction forces to send: its workers set them.
             group.interaction = None
             control.set_interaction(None, None, None)
         else:
             group.interaction = Interaction.from_share(model, share, _SharedGrid(source, send))
-    state.q[...], state.w[...] = q, w
-    state.base_rotation[...], state.base_position[...] = base_rotation, base_position
-    state.time = start
-    control.gravity = gravity
-    for name, value in per_link.items():
+    state.q[...], state.w[...] = message.q, message.w
+    state.base_rotation[...] = message.base_rotation
+    state.base_position[...] = message.base_position
+    state.time = message.start
+    control.gravity = message.gravity
+    for name, value in message.per_link.items():
         setattr(control, name, value)
     solver = group.constraints
-    if clear:
+    if message.forget:
         group.memory.forget()
         state.previous = None
         if solver is not None:
             solver.reset()
+    samples = message.samples
 
-    def sample(time: float) -> tuple:
+    def sample(time: float) -> _Sample:
         if time not in samples:
-            send(("sample", time))
-            _, samples[time] = pickle.load(source)
+            send(_SampleQuestion(time))
+            answer = pickle.load(source)
+            if not isinstance(answer, _SampleAnswer):
+                raise WorkerError(
+                    f"a worker process waiting for a sample got {type(answer).__name__}"
+                )
+            samples[time] = answer.sample
         return samples[time]
+
+    def obstacle_motion(time: float) -> ObstacleMotion:
+        return sample(time).obstacle_motion
 
     constrain = None
     if solver is not None:
-        obstacle_motion = None if solver.obstacles is None else (lambda time: sample(time)[2])
         constrain = Constrain(
             model,
             group.data,
             group.memory,
             control,
             solver,
-            lambda time: sample(time)[0],
-            obstacle_motion,
+            lambda time: sample(time).base,
+            None if solver.obstacles is None else obstacle_motion,
         )
+
+    def inputs(time: float) -> tuple[BaseMotion, dict[str, Any]]:
+        taken = sample(time)
+        return taken.base, taken.updates
+
     stepper = Stepper(
         model,
         group.data,
         group.memory,
         control,
-        lambda time: sample(time)[:2],
-        fields,
+        inputs,
+        message.fields,
         group.settings,
         constrain,
         group.interaction,
     )
-    group.state, group.spare, stats = stepper.advance((state, group.spare), start, h, substeps)
-    field_values = (
-        {} if fields is None else {name: getattr(control, name) for name in Control.FILLED_IN_PLACE}
+    group.state, group.spare, stats = stepper.advance(
+        (state, group.spare), message.start, message.h, message.substeps
     )
-    constrained = ConstraintStats() if solver is None else solver.stats
-    interacted = InteractionStats() if group.interaction is None else group.interaction.stats
-    return ("done", group.state.q, group.state.w, stats, field_values, constrained, interacted)
+    filled = () if message.fields is None else Control.FILLED_IN_PLACE
+    return _Done(
+        group.state.q,
+        group.state.w,
+        stats,
+        {name: getattr(control, name) for name in filled},
+        ConstraintStats() if solver is None else solver.stats,
+        InteractionStats() if group.interaction is None else group.interaction.stats,
+    )
 
 
 def _transferable(error: Exception) -> Exception:

@@ -4,6 +4,7 @@ subclasses, never another exception (property-based, with a fixed seed)."""
 
 import dataclasses
 import math
+import os
 
 import numpy as np
 import pytest
@@ -14,10 +15,12 @@ from hypothesis.extra.numpy import array_shapes, arrays
 from oriented_strands.core import (
     BaseMotion,
     Capsule,
+    ConstraintSettings,
     Falloff,
     ForceFields,
     InvalidInputError,
     InvalidStrandError,
+    JointLimits,
     Material,
     ObstacleMotion,
     Plane,
@@ -56,8 +59,11 @@ MISTAKES = st.one_of(
     st.lists(st.floats(allow_nan=True), max_size=4),
     st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
 )
+# ORIENTED_STRANDS_FUZZ_SCALE multiplies the examples drawn (a release runs more,
+# docs/development.md).
+SCALE = int(os.environ.get("ORIENTED_STRANDS_FUZZ_SCALE", "1"))
 CONTRACT = settings(
-    max_examples=150,
+    max_examples=150 * SCALE,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -167,7 +173,7 @@ ARRAYS = arrays(
 )
 ARRAY_MISTAKES = st.one_of(MISTAKES, ARRAYS)
 # A few examples where a test builds or steps something (meshes, simulations).
-CONTRACT_FEW = settings(CONTRACT, max_examples=60)
+CONTRACT_FEW = settings(CONTRACT, max_examples=60 * SCALE)
 
 
 VERTICES, TRIANGLES = box_mesh((-0.1, -0.1, -0.1), (0.1, 0.1, 0.1))
@@ -467,6 +473,15 @@ def _state(simulation):
     return [None if a is None else np.array(a) for a in arrays] + [state.time, simulation.stats]
 
 
+def _assert_unchanged(before, simulation):
+    """``simulation`` is as :func:`_state` found it (``before``), bit for bit."""
+    for old, new in zip(before, _state(simulation), strict=True):
+        if isinstance(old, np.ndarray):
+            np.testing.assert_array_equal(old, new, strict=True)
+        else:
+            assert old == new
+
+
 def _source(argument, value):
     """A callable of time returning ``value``, made into what ``argument`` takes where it has
     the shape of one: what a script's callable may build from bad numbers."""
@@ -517,14 +532,81 @@ def test_a_refused_advance_leaves_the_simulation_as_it_was(argument, value):
     base = call.pop("base")
     stats = _answers_by_the_contract(lambda: simulation.advance(dt, base, **call))
     if stats is None:
-        after = _state(simulation)
-        for old, new in zip(before, after, strict=True):
-            if isinstance(old, np.ndarray):
-                np.testing.assert_array_equal(old, new, strict=True)
-            else:
-                assert old == new
+        _assert_unchanged(before, simulation)
     else:
         assert np.isfinite(simulation.points()).all()
+
+
+CONSTRAINT_FIELDS = [field.name for field in dataclasses.fields(ConstraintSettings)]
+
+
+@CONTRACT
+@given(field=st.sampled_from(CONSTRAINT_FIELDS), value=ARRAY_MISTAKES)
+def test_any_constraint_setting_is_taken_or_refused(field, value):
+    settings = _answers_by_the_contract(lambda: ConstraintSettings(**{field: value}))
+    if settings is not None:
+        # Taken as given: a whole number where one is counted, a number where one is measured.
+        taken = getattr(settings, field)
+        if field in ("iterations", "contact_iterations", "passes"):
+            assert taken is None or (isinstance(taken, int | np.integer) and taken >= 1)
+        elif field == "fractions":
+            assert all(0.0 < f <= 1.0 for f in taken)
+        else:
+            assert float(taken) > 0 or float(taken) == 0
+
+
+@CONTRACT_FEW
+@given(field=st.sampled_from(["swing", "twist_min", "twist_max"]), value=ARRAY_MISTAKES)
+def test_any_joint_limit_is_taken_or_refused(field, value):
+    model = build_model([StrandSpec(_points())])
+    simulation = _answers_by_the_contract(
+        lambda: Simulation(model, joint_limits=JointLimits(**{field: value}))
+    )
+    if simulation is not None:
+        simulation.advance(1 / 24, STILL)
+        assert np.isfinite(simulation.points()).all()
+
+
+PARAMETER_NAMES = [
+    *(name for name in PARAMETERS if name not in ("mass_per_length", "radius")),
+    "gravity",
+    "wind_velocity",
+    "external_force",
+]
+
+
+@CONTRACT_FEW
+@given(
+    name=st.one_of(st.sampled_from(PARAMETER_NAMES), MISTAKES),
+    value=st.one_of(ARRAY_MISTAKES, st.text(max_size=3).map(lambda text: lambda t: text)),
+)
+def test_any_animated_parameter_is_taken_or_refused(name, value):
+    """``set_parameter`` with any name and any value (or a callable returning one): taken and
+    stepped to finite points, or refused with the simulation as it was."""
+    simulation = Simulation(build_model([StrandSpec(_points())]))
+    simulation.advance(1 / 24, STILL)
+    before = _state(simulation)
+    if not _answers_by_the_contract(lambda: simulation.set_parameter(name, value) or True):
+        _assert_unchanged(before, simulation)
+        return
+    _answers_by_the_contract(lambda: simulation.advance(1 / 24, STILL))
+    assert np.isfinite(simulation.points()).all()
+
+
+@CONTRACT_FEW
+@given(argument=st.sampled_from(["base_poses", "time"]), value=ARRAY_MISTAKES)
+def test_any_reset_argument_is_taken_or_refused(argument, value):
+    """``reset`` with any base poses or time: the simulation restarts there and steps, or the
+    call is refused and it steps on as before."""
+    simulation = Simulation(build_model([StrandSpec(_points())]))
+    simulation.advance(1 / 24, STILL)
+    before = _state(simulation)
+    if not _answers_by_the_contract(lambda: simulation.reset(**{argument: value}) or True):
+        _assert_unchanged(before, simulation)
+    else:
+        assert math.isfinite(simulation.time)
+    simulation.advance(1 / 24, STILL)
+    assert np.isfinite(simulation.points()).all()
 
 
 def test_a_source_that_goes_wrong_mid_advance_leaves_the_simulation_as_it_was():
@@ -544,11 +626,7 @@ def test_a_source_that_goes_wrong_mid_advance_leaves_the_simulation_as_it_was():
     ):
         simulation.advance(1 / 24, base)
     assert len(calls) == 3
-    for old, new in zip(before, _state(simulation), strict=True):
-        if isinstance(old, np.ndarray):
-            np.testing.assert_array_equal(old, new, strict=True)
-        else:
-            assert old == new
+    _assert_unchanged(before, simulation)
 
 
 @pytest.mark.parametrize(
@@ -575,7 +653,7 @@ def test_a_refused_advance_names_the_argument(arguments, message):
     ("make", "message"),
     [
         (lambda: Sphere(math.nan), "radius must be positive and finite, got nan"),
-        (lambda: Capsule((0, 0, 0), (0, "a", 0), 0.1), "start|end must be an array of numbers"),
+        (lambda: Capsule((0, 0, 0), (0, "a", 0), 0.1), "start|end must be real numbers"),
         (lambda: Plane(material=0.5), "material must be a Material, got float"),
         (lambda: TriangleMesh(VERTICES, TRIANGLES + 0.5, 0.05), "triangles must be integer"),
         (lambda: TriangleMesh(VERTICES * 1e300, TRIANGLES, 1e-300), "a grid of .* is too large"),

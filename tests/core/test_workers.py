@@ -10,6 +10,7 @@ import pytest
 
 from oriented_strands.core import (
     Backend,
+    BaseMotion,
     BaseTrajectory,
     ForceFields,
     JointLimits,
@@ -240,6 +241,61 @@ def test_a_worker_whose_step_diverges_names_the_strand_and_leaves_the_state_as_i
     np.testing.assert_array_equal(sim.state.q, before.q)
     np.testing.assert_array_equal(sim.state.w, before.w)
     sim.close()
+
+
+def _stiff_and_soft():
+    """A stiff strand and, half a metre away (a group of its own in two processes), a soft one
+    that a jolt of the base makes diverge."""
+    specs = [
+        StrandSpec(polyline(10, 0.3, direction=(0.0, 0.0, -1.0), start=(x, 0.0, 0.0)))
+        for x in (0.0, 0.5)
+    ]
+    rigidity = np.repeat([1e-2, 1e-6], 10)
+    parameters = StrandParameters(
+        bend_stiffness=rigidity, twist_stiffness=rigidity, bend_damping=1e-8, twist_damping=1e-8
+    )
+    return build_model(specs, parameters)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_an_advance_that_fails_in_a_worker_leaves_no_trace(processes):
+    """In strict mode a jolt of the base makes the soft strand diverge while the stiff one
+    steps: the advance raises, every group goes back as the call found it (the step history,
+    the Newton predictor, the control), and the frames after it equal, bit for bit, a run where
+    the call was never made, in one process and in two (one group failing, one stepping)."""
+    model = _stiff_and_soft()
+    jolt = BaseMotion(
+        rotation=np.eye(3)[None],
+        position=np.zeros((1, 3)),
+        angular_velocity=np.array([[0.0, 0.0, 100.0]]),
+        linear_velocity=np.zeros((1, 3)),
+        angular_acceleration=np.zeros((1, 3)),
+        linear_acceleration=np.array([[100.0, 0.0, 0.0]]),
+    )
+    settings = SolverSettings(
+        strict=True, max_subdivision_depth=1, newton_max_iterations=4, workers=processes
+    )
+    sway = _swaying(model)
+    runs = []
+    for failing in (False, True):
+        sim = Simulation(model, settings)
+        try:
+            assert sim.processes == processes
+            for _ in range(2):
+                sim.advance(1 / 24, sway)
+            if failing:
+                with pytest.raises(SimulationDivergedError, match="strand 1"):
+                    sim.advance(1 / 24, jolt)
+                assert sim.processes == processes
+            for _ in range(4):
+                sim.advance(1 / 24, sway)
+            runs.append((sim.points(), sim.state.w.copy(), sim.stats))
+        finally:
+            sim.close()
+    (points, w, stats), (failed_points, failed_w, failed_stats) = runs
+    np.testing.assert_array_equal(failed_points, points)
+    np.testing.assert_array_equal(failed_w, w)
+    assert failed_stats == stats
 
 
 def test_trees_that_fall_back_in_workers_are_reported_as_in_one_process():
