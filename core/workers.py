@@ -34,7 +34,12 @@ messages over the worker's standard input and output (its prints go to standard 
   statistics (:class:`_Done`) or the error that stopped it (:class:`_Failed`), and keeps its
   state, control and step memory for the next frame;
 - :class:`_Rollback`: where any worker failed, every worker puts its group back as the
-  advance found it, so that the next advance steps as if the failed one had never been made.
+  advance found it, so that the next advance steps as if the failed one had never been made;
+- :class:`_Abort`: where the parent abandons an advance (an interrupt, a base or animated
+  callable that raises while a worker waits for its sample), every question a worker asks is
+  answered with it, and a worker that gets it stops its step and goes back (answering
+  :class:`_Failed`); those that finished go back on :class:`_Rollback`. An exchange that cannot
+  be brought to that end (a worker that died, a message cut in half) ends the workers.
 
 A worker that dies or cannot start is reported as a :class:`WorkerError` naming its exit status.
 """
@@ -233,6 +238,16 @@ class _Failed:
 @dataclass(frozen=True)
 class _Rollback:
     """Put the group back as the last advance found it."""
+
+
+@dataclass(frozen=True)
+class _Abort:
+    """The answer to a worker's question where the advance is abandoned (an interrupt, a sample
+    that could not be taken): the worker stops stepping and goes back."""
+
+
+class _Aborted(Exception):
+    """A worker's advance abandoned by the parent (:class:`_Abort`)."""
 
 
 def worker_count(model: Model, settings: SolverSettings) -> int:
@@ -442,20 +457,27 @@ class Workers:
                         else None,
                     )
                 )
+        except BaseException:
+            # Sent to some workers and not to others, or cut in half: they cannot go on.
+            self.close()
+            raise
+        try:
+            # On an exception here every worker is back as this call found it (or ended).
             replies = self._answers(sample)
-            failure = next((reply.error for reply in replies if isinstance(reply, _Failed)), None)
-            if failure is not None:
+        except BaseException:
+            self._clear_predictors = forget
+            raise
+        failure = next((reply.error for reply in replies if isinstance(reply, _Failed)), None)
+        if failure is not None:
+            self._clear_predictors = forget
+            try:
                 # The failed workers are back already; the others go back too.
                 for worker, reply in zip(self._workers, replies, strict=True):
                     if isinstance(reply, _Done):
                         worker.send(_Rollback())
-                self._clear_predictors = forget
-        except BaseException:
-            # An exchange cut short (an interrupt, a sample that failed, a dead worker) leaves
-            # messages in the pipes: these workers cannot go on.
-            self.close()
-            raise
-        if failure is not None:
+            except BaseException:
+                self.close()
+                raise
             raise failure
         self._sent_control.update(changed)
         self._sent_interaction = (interaction, settings)
@@ -478,12 +500,26 @@ class Workers:
         they ask for as they ask, and the grid they meet on once every worker still stepping
         has asked (one worker at a time on Windows, whose pipes cannot be waited on together:
         there a worker's question waits until the workers before it have answered or reached
-        the grid)."""
+        the grid). Where anything raises meanwhile, every worker is brought back as the advance
+        found it (:meth:`_abandon`) before the exception goes on."""
         answers: dict[int, _Done | _Failed] = {}
-        # The grid questions of the workers waiting for the others.
+        # The workers waiting for an answer: the grid's questions of those waiting for the
+        # others, and a sample that could not be taken.
         waiting: dict[int, _GridBounds | _GridSums] = {}
+        unanswered: set[int] = set()
+
+        def serve_sample(worker: _Worker, time: float) -> None:
+            try:
+                taken = worker.share(sample(time))
+            except BaseException:
+                unanswered.add(worker.number)
+                raise
+            worker.send(_SampleAnswer(taken))
 
         def take(worker: _Worker, reply: Any) -> None:
+            if isinstance(reply, _SampleQuestion):
+                serve_sample(worker, reply.time)
+                return
             if isinstance(reply, _GridBounds | _GridSums):
                 waiting[worker.number] = reply
             elif isinstance(reply, _Done | _Failed):
@@ -494,14 +530,23 @@ class Workers:
                 )
             if waiting and len(waiting) + len(answers) == len(self._workers):
                 self._meet(waiting)
-                waiting.clear()
 
-        if sys.platform == "win32":
-            while len(answers) < len(self._workers):
-                for worker in self._workers:
-                    if worker.number not in answers and worker.number not in waiting:
-                        take(worker, worker.finish(sample))
-            return [answers[worker.number] for worker in self._workers]
+        try:
+            if sys.platform == "win32":
+                while len(answers) < len(self._workers):
+                    for worker in self._workers:
+                        while worker.number not in answers and worker.number not in waiting:
+                            take(worker, worker.receive())
+            else:
+                self._select_answers(take, answers)
+        except BaseException:
+            self._abandon(answers, set(waiting) | unanswered)
+            raise
+        return [answers[worker.number] for worker in self._workers]
+
+    def _select_answers(self, take: Callable[[_Worker, Any], None], answers: dict) -> None:
+        """Hand every message of the workers to ``take`` as it comes, until each has answered
+        (in ``answers``)."""
         with selectors.DefaultSelector() as selector:
             for worker in self._workers:
                 selector.register(worker.answers, selectors.EVENT_READ, worker)
@@ -510,18 +555,35 @@ class Workers:
                     worker = key.data
                     # A worker has one message under way at most: it waits for the answer to
                     # a question, and its reply is its last, so a whole message is there to read.
-                    reply = worker.receive()
-                    if isinstance(reply, _SampleQuestion):
-                        worker.answer(sample, reply.time)
-                        continue
-                    take(worker, reply)
+                    take(worker, worker.receive())
                     if worker.number in answers:
                         selector.unregister(key.fileobj)
-        return [answers[worker.number] for worker in self._workers]
+
+    def _abandon(self, answers: dict[int, _Done | _Failed], waiting: set[int]) -> None:
+        """Bring every worker back as the advance found it, after an exception while they
+        stepped: those ``waiting`` for an answer, and every question asked from now on, are
+        answered :class:`_Abort`; those that finished go back on :class:`_Rollback`. Where the
+        exchange cannot be brought to that end (a worker died, a message was cut in half,
+        another interrupt) the workers end."""
+        try:
+            for number in waiting:
+                self._workers[number].send(_Abort())
+            for worker in self._workers:
+                while worker.number not in answers:
+                    reply = worker.receive()
+                    if isinstance(reply, _Done | _Failed):
+                        answers[worker.number] = reply
+                    else:
+                        worker.send(_Abort())
+                if isinstance(answers[worker.number], _Done):
+                    worker.send(_Rollback())
+        except BaseException:
+            self.close()
 
     def _meet(self, questions: dict[int, _GridBounds | _GridSums]) -> None:
         """Answer the grid ``questions`` of the workers still stepping (worker number to
-        question), all asked at the same substep."""
+        question), all asked at the same substep, each taken out of ``questions`` once
+        answered."""
         kinds = {type(question).__name__ for question in questions.values()}
         if len(kinds) != 1:
             raise WorkerError(f"worker processes out of step on the strand grid: {sorted(kinds)}")
@@ -533,6 +595,7 @@ class Workers:
             answer = _GridCell(fitting_cell(union, first.cell))
             for number in numbers:
                 self._workers[number].send(answer)
+                del questions[number]
             return
         union, totals = add_windows(
             [(questions[number].lattice, questions[number].sums) for number in numbers]
@@ -540,6 +603,7 @@ class Workers:
         self._grid_nodes = union.nodes
         for number, total in zip(numbers, totals, strict=True):
             self._workers[number].send(_GridTotal(total))
+            del questions[number]
 
     def close(self) -> None:
         """End every worker process (waiting a little for each to finish on its own)."""
@@ -631,19 +695,6 @@ class _Worker:
     def answers(self) -> IO[bytes]:
         """The pipe the worker answers on."""
         return self._process.stdout
-
-    def answer(self, sample: Callable[[float], _Sample], time: float) -> None:
-        """Send the sample at ``time`` the worker asked for."""
-        self.send(_SampleAnswer(self.share(sample(time))))
-
-    def finish(self, sample: Callable[[float], _Sample]) -> Any:
-        """The answer to an :class:`_Advance` or the worker's next grid question, serving the
-        samples it asks for meanwhile."""
-        while True:
-            reply = self.receive()
-            if not isinstance(reply, _SampleQuestion):
-                return reply
-            self.answer(sample, reply.time)
 
     def close(self) -> None:
         process = self._process
@@ -748,6 +799,8 @@ class _SharedGrid:
 
     def _answer(self, kind: type) -> Any:
         answer = pickle.load(self.source)
+        if isinstance(answer, _Abort):
+            raise _Aborted("the parent abandoned the advance")
         if not isinstance(answer, kind):
             raise WorkerError(
                 f"a worker process waiting for {kind.__name__} got {type(answer).__name__}"
@@ -836,6 +889,8 @@ def _advance(group: _Group, message: _Advance, source: IO[bytes], send: Callable
         if time not in samples:
             send(_SampleQuestion(time))
             answer = pickle.load(source)
+            if isinstance(answer, _Abort):
+                raise _Aborted("the parent abandoned the advance")
             if not isinstance(answer, _SampleAnswer):
                 raise WorkerError(
                     f"a worker process waiting for a sample got {type(answer).__name__}"

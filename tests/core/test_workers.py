@@ -190,36 +190,45 @@ def test_a_step_subdivided_in_a_worker_is_driven_by_the_parent_at_the_halves():
     assert points[22, 2] < 0.0
 
 
-def test_a_sample_that_fails_while_a_worker_waits_for_it_ends_the_workers():
-    """The base fails at the half of a subdivided step, which a worker asked for: the error
-    comes through, the workers end (their exchange was cut short) and the simulation steps on
-    in this process from the state before the call."""
+@pytest.mark.parametrize("failure", [RuntimeError, KeyboardInterrupt])
+def test_a_sample_that_fails_while_a_worker_waits_for_it_leaves_no_trace(failure):
+    """The base fails (an error, or Ctrl-C) at the half of a subdivided step, which a worker
+    asked for: the exception comes through, every worker goes back as the call found it and
+    stays, and the frames after it equal, bit for bit, a run where the call was never made."""
     model = _floppy_trees()
     times = np.arange(-2, 19) / 24
     matrices = np.broadcast_to(model.base_rest_poses, (len(times), 1, 4, 4)).copy()
     matrices[:, :, 0, 3] += 0.1 * np.sin(2 * np.pi * times)[:, None]
     trajectory = BaseTrajectory(times, matrices)
     substep_ends = {round(k / 96, 12) for k in range(1, 200)}
+    halved = []
 
     def base(t):
         if round(t, 12) not in substep_ends:
-            raise RuntimeError(f"no base at {t}")
+            halved.append(t)
+            raise failure(f"no base at {t}")
         return trajectory(t)
 
-    sim = Simulation(model, SolverSettings(workers=2, newton_max_iterations=CAPPED))
-    failure = None
-    for _ in range(16):
-        before = sim.state.copy()
-        try:
-            sim.advance(1 / 24, base)
-        except RuntimeError as error:
-            failure = error
-            break
-    assert "no base" in str(failure)
-    assert sim.processes == 1
-    np.testing.assert_array_equal(sim.state.q, before.q)
-    sim.advance(1 / 24, STILL)
-    assert np.isfinite(sim.points()).all()
+    settings = SolverSettings(workers=2, newton_max_iterations=CAPPED)
+    sim = Simulation(model, settings)
+    failed_at = None
+    try:
+        for frame in range(16):
+            try:
+                sim.advance(1 / 24, base)
+            except failure:
+                failed_at = frame
+                break
+        assert failed_at is not None
+        assert halved
+        assert sim.processes == 2
+        for _ in range(3):
+            sim.advance(1 / 24, trajectory)
+        failed = sim.points()
+    finally:
+        sim.close()
+    clean = _run(model, settings, failed_at + 3, trajectory)
+    np.testing.assert_array_equal(failed, clean.points())
 
 
 def test_a_worker_whose_step_diverges_names_the_strand_and_leaves_the_state_as_it_was():
