@@ -75,6 +75,9 @@ _TRACE_TOLERANCE_CELLS = 0.1
 
 # Largest signed-distance grid accepted, in nodes (128 MiB of float64).
 _MAX_GRID_NODES = 2**24
+# Largest cell of a mesh's grid accepted, m (1,000 km: beyond any scene, and far below where the
+# squared distances of the grid's construction overflow, about 1e150 m).
+_MAX_CELL_SIZE = 1e6
 
 # Squared lengths below this (m²) count as zero: a point that does not move, a capsule of zero
 # length, a point exactly on a sphere's centre or a capsule's axis.
@@ -1007,6 +1010,10 @@ def _mesh_arrays(label: str, mesh: TriangleMesh) -> _MeshArrays:
             f"[{triangles.min()}, {triangles.max()}]"
         )
     cell = positive_number(f"{label}: cell_size", mesh.cell_size)
+    if cell > _MAX_CELL_SIZE:
+        raise InvalidInputError(
+            f"{label}: cell_size must be at most {_MAX_CELL_SIZE:g} m, got {cell}"
+        )
     thickness = mesh.thickness
     if not (is_real(thickness) and math.isfinite(thickness) and thickness >= 0):
         raise InvalidInputError(
@@ -1031,7 +1038,8 @@ def _indices(name: str, value: Any) -> np.ndarray:
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"{name} must be integer indices: {error}") from None
     if array.dtype.kind == "f" and np.isfinite(array).all() and (array == np.round(array)).all():
-        array = array.astype(np.int64)
+        if not array.size or np.abs(array).max() < 2**62:
+            array = array.astype(np.int64)
     if array.dtype.kind not in "iu" or (array.size and np.abs(array).max() >= 2**62):
         raise InvalidInputError(f"{name} must be integer indices, got {value!r}")
     return array.astype(np.int64)
