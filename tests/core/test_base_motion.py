@@ -345,7 +345,7 @@ GOOD_MATRICES = random_trajectory(9, 4, 2, 0.5)[1]
         (GOOD_TIMES[:, None], GOOD_MATRICES, r"times must have shape \(n\)"),
         (GOOD_TIMES[:3], GOOD_MATRICES, r"matrices must have shape \(3, n, 4, 4\), got \(4, 2"),
         (GOOD_TIMES, GOOD_MATRICES[:, :, :3], r"shape \(4, n, 4, 4\), got \(4, 2, 3, 4\)"),
-        (GOOD_TIMES, "identity", "array of numbers"),
+        (GOOD_TIMES, "identity", "matrices must be real numbers"),
         (
             GOOD_TIMES,
             _nan(GOOD_MATRICES),
