@@ -452,11 +452,12 @@ class ObstacleContacts:
         weakness, lateral = _weakness(model, data, link, arm, n, settings.weak_row_ratio)
         # A weak contact's compliance makes up what its mobility lacks against the mobility
         # across its link's chain: 1/κ = (ratio − sin²θ) h/m, as the LCP's weak rows had it.
+        least = xp.finfo(weakness.dtype).tiny
         stiffness_ratio = xp.where(
             weakness > 0.0,
             xp.minimum(
                 settings.contact_stiffness,
-                1.0 / (settings.weak_row_ratio * xp.maximum(weakness, 1e-300)),
+                1.0 / (settings.weak_row_ratio * xp.maximum(weakness, least)),
             ),
             settings.contact_stiffness,
         )

@@ -304,7 +304,7 @@ class Interaction:
             # Down the excess, g = -ℓ ∇E (its fall across a cell), at 24 c min(|g|, 1).
             fall = -lattice.cell * grid.gradient(xp.maximum(ratio - 1.0, 0.0))
             size = xp.sqrt(xp.sum(fall * fall, axis=0))
-            direction = fall / xp.maximum(size, 1e-300)
+            direction = fall / xp.maximum(size, xp.finfo(size.dtype).tiny)
             spreading = settings.volume * xp.minimum(size, 1.0)
             push = (spreading / FRICTION_INTERVAL) * direction
         rate = -math.log(max(1.0 - settings.friction, FRICTION_FLOOR)) / FRICTION_INTERVAL
@@ -387,7 +387,7 @@ def add_windows(windows: list[tuple[Lattice, np.ndarray]]) -> tuple[Lattice, lis
     end = np.max([np.add(lattice.first, lattice.shape) for lattice, _ in windows], axis=0)
     union = Lattice(cell, tuple(int(n) for n in first), tuple(int(n) for n in end - first))
     rows = windows[0][1].shape[0]
-    total = np.zeros((rows, *union.shape))
+    total = np.zeros((rows, *union.shape), dtype=windows[0][1].dtype)
     boxes = []
     for lattice, sums in windows:
         low = np.subtract(lattice.first, first)
@@ -447,6 +447,8 @@ class Grid:
         xp = self.xp
         corners = self.corner.reshape(-1)
         rows = values.reshape(-1, values.shape[-1])
+        # bincount adds in float64 whatever it is given; the sums come back in the points'
+        # precision, as every array of a float32 model is.
         sums = xp.stack(
             [
                 xp.bincount(
@@ -454,7 +456,7 @@ class Grid:
                 )
                 for row in range(rows.shape[0])
             ]
-        )
+        ).astype(self.weight.dtype)
         return sums.reshape(values.shape[:-1] + (self.nodes,))
 
     def gather(self, node_values: Any) -> Any:
