@@ -503,22 +503,12 @@ class Workers:
         the grid). Where anything raises meanwhile, every worker is brought back as the advance
         found it (:meth:`_abandon`) before the exception goes on."""
         answers: dict[int, _Done | _Failed] = {}
-        # The workers waiting for an answer: the grid's questions of those waiting for the
-        # others, and a sample that could not be taken.
+        # The grid's questions of the workers waiting for the others.
         waiting: dict[int, _GridBounds | _GridSums] = {}
-        unanswered: set[int] = set()
-
-        def serve_sample(worker: _Worker, time: float) -> None:
-            try:
-                taken = worker.share(sample(time))
-            except BaseException:
-                unanswered.add(worker.number)
-                raise
-            worker.send(_SampleAnswer(taken))
 
         def take(worker: _Worker, reply: Any) -> None:
             if isinstance(reply, _SampleQuestion):
-                serve_sample(worker, reply.time)
+                worker.send(_SampleAnswer(worker.share(sample(reply.time))))
                 return
             if isinstance(reply, _GridBounds | _GridSums):
                 waiting[worker.number] = reply
@@ -540,7 +530,7 @@ class Workers:
             else:
                 self._select_answers(take, answers)
         except BaseException:
-            self._abandon(answers, set(waiting) | unanswered)
+            self._abandon()
             raise
         return [answers[worker.number] for worker in self._workers]
 
@@ -559,23 +549,24 @@ class Workers:
                     if worker.number in answers:
                         selector.unregister(key.fileobj)
 
-    def _abandon(self, answers: dict[int, _Done | _Failed], waiting: set[int]) -> None:
+    def _abandon(self) -> None:
         """Bring every worker back as the advance found it, after an exception while they
-        stepped: those ``waiting`` for an answer, and every question asked from now on, are
-        answered :class:`_Abort`; those that finished go back on :class:`_Rollback`. Where the
-        exchange cannot be brought to that end (a worker died, a message was cut in half,
-        another interrupt) the workers end."""
+        stepped. Each worker's last message (:class:`_Worker`) says where it stands: one that
+        finished goes back on :class:`_Rollback`; a question it asked, unanswered or asked from
+        now on, is answered :class:`_Abort`; one owed an answer is waited for. Where the
+        exchange cannot be brought to that end (a message half sent or half read, a worker that
+        died, another interrupt meanwhile) the workers end."""
         try:
-            for number in waiting:
-                self._workers[number].send(_Abort())
+            if any(worker.mid_message for worker in self._workers):
+                raise WorkerError("a message to or from a worker process was cut in half")
             for worker in self._workers:
-                while worker.number not in answers:
-                    reply = worker.receive()
-                    if isinstance(reply, _Done | _Failed):
-                        answers[worker.number] = reply
-                    else:
-                        worker.send(_Abort())
-                if isinstance(answers[worker.number], _Done):
+                while True:
+                    if worker.owed:
+                        worker.receive()
+                    if isinstance(worker.last, _Done | _Failed):
+                        break
+                    worker.send(_Abort())
+                if isinstance(worker.last, _Done):
                     worker.send(_Rollback())
         except BaseException:
             self.close()
@@ -613,10 +604,19 @@ class Workers:
 
 
 class _Worker:
-    """One worker process and the whole model's links (host indices) that its group holds."""
+    """One worker process and the whole model's links (host indices) that its group holds.
+
+    Where the exchange stands, for an advance abandoned midway (:meth:`Workers._abandon`):
+    ``last`` is the last message received from the worker, ``owed`` whether a message was sent
+    to it since (so that it owes an answer), and ``mid_message`` whether a message is half sent
+    or half read (an exception, such as an interrupt, inside the transfer): then the pipes can
+    no longer be trusted."""
 
     def __init__(self, number: int, links: np.ndarray) -> None:
         self.number, self.links = number, links
+        self.last: Any = None
+        self.owed = False
+        self.mid_message = False
         executable = sys.executable
         if not executable:
             raise WorkerError(
@@ -668,17 +668,22 @@ class _Worker:
         )
 
     def send(self, message: Any) -> None:
+        self.mid_message = True
         try:
             pickle.dump(message, self._process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self._process.stdin.flush()
         except (BrokenPipeError, OSError) as error:
             raise self._exited() from error
+        self.mid_message, self.owed = False, True
 
     def receive(self) -> Any:
+        self.mid_message = True
         try:
-            return pickle.load(self._process.stdout)
+            message = pickle.load(self._process.stdout)
         except (EOFError, OSError, pickle.UnpicklingError) as error:
             raise self._exited() from error
+        self.mid_message, self.owed, self.last = False, False, message
+        return message
 
     def expect(self, kind: type) -> Any:
         """The worker's next message, a ``kind``; the error it reports instead is raised."""
