@@ -176,6 +176,10 @@ def test_ctrl_c_stops_the_bake_and_leaves_the_file_as_it_was(tree, tmp_path, cap
     assert sorted(os.listdir(tmp_path)) == listing
 
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(("stop", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_stops_the_command_cleanly(factory_scene, tmp_path, extension, stop, status):
     """A farm manager's SIGTERM, or Ctrl-C in a terminal (SIGINT to the whole process group),
@@ -199,6 +203,9 @@ def test_a_signal_stops_the_command_cleanly(factory_scene, tmp_path, extension, 
         text=True,
         env=environment,
         start_new_session=True,
+        # Ctrl-C's default action, whatever this process inherited: a shell that starts the
+        # test run in the background (`make test &`) has its children ignore SIGINT.
+        preexec_fn=_default_sigint,
     )
     try:
         for line in process.stdout:
