@@ -94,7 +94,14 @@ from .model import Model, select_trees
 from .obstacles import ObstacleMotion, Obstacles
 from .spatial import cross, dot
 from .state import Control, State, StepMemory
-from .validation import finite_number, is_real, positive_number, positive_whole, real_array
+from .validation import (
+    finite_number,
+    is_real,
+    positive_number,
+    positive_whole,
+    real_array,
+    vector3,
+)
 
 
 @dataclass(frozen=True)
@@ -1280,17 +1287,18 @@ def _device_limits(model: Model, limits: JointLimits) -> dict:
 
 
 def _checked_point(constraint: PointPath, value: Any) -> np.ndarray:
-    point = np.asarray(value, dtype=np.float64)
-    if point.shape != (3,) or not np.isfinite(point).all():
-        raise InvalidInputError(
-            f"the path of the point constraint on strand {constraint.strand}, link "
-            f"{constraint.link} must return 3 finite numbers, got {value!r}"
-        )
-    return point
+    return vector3(
+        f"the path of the point constraint on strand {constraint.strand}, link {constraint.link}",
+        value,
+    )
 
 
 def _checked_rotation(constraint: JointRotation, value: Any) -> np.ndarray:
-    q = np.asarray(value, dtype=np.float64)
+    q = real_array(
+        f"the rotation of the joint constraint on strand {constraint.strand}, link "
+        f"{constraint.link}",
+        value,
+    )
     if q.shape != (4,) or not np.isfinite(q).all() or abs(np.linalg.norm(q) - 1.0) > 1e-6:
         raise InvalidInputError(
             f"the rotation of the joint constraint on strand {constraint.strand}, link "

@@ -71,7 +71,7 @@ from .errors import InvalidInputError
 from .model import Model
 from .spatial import cross
 from .state import Control, State
-from .validation import finite_number
+from .validation import finite_number, real_array
 
 # The grid is never larger than this many nodes: larger bounds take larger cells.
 MAX_GRID_NODES = 2**21
@@ -221,7 +221,7 @@ class Interaction:
             )
         length = model.backend.to_host(model.length)
         cell = 2.0 * float(np.median(length)) if settings.cell_size is None else settings.cell_size
-        weight = np.asarray(settings.weight, dtype=np.float64)
+        weight = real_array("StrandInteraction.weight", settings.weight)
         try:
             weight = np.broadcast_to(weight, (model.n_links,))
         except ValueError as error:

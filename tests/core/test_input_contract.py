@@ -21,10 +21,12 @@ from oriented_strands.core import (
     InvalidInputError,
     InvalidStrandError,
     JointLimits,
+    JointRotation,
     Material,
     ObstacleMotion,
     Plane,
     PointField,
+    PointPath,
     Pose,
     PoseTrajectory,
     RootToTip,
@@ -564,6 +566,17 @@ def test_any_joint_limit_is_taken_or_refused(field, value):
     )
     if simulation is not None:
         simulation.advance(1 / 24, STILL)
+        assert np.isfinite(simulation.points()).all()
+
+
+@CONTRACT_FEW
+@given(kind=st.sampled_from([PointPath, JointRotation]), value=ARRAY_MISTAKES)
+def test_any_animated_constraint_target_is_taken_or_refused(kind, value):
+    """A path or rotation callable returning anything: the constraint is followed (finite
+    points) or the advance is refused, naming the constraint."""
+    simulation = Simulation(build_model([StrandSpec(_points())]), SolverSettings(workers=1))
+    simulation.add_constraint(kind(0, 1, lambda t: value))
+    if _answers_by_the_contract(lambda: simulation.advance(1 / 24, STILL)) is not None:
         assert np.isfinite(simulation.points()).all()
 
 

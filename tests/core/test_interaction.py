@@ -394,6 +394,9 @@ def test_a_weight_of_the_wrong_length_is_refused(backend):
     model = _wisp(backend, count_side=2)
     with pytest.raises(InvalidInputError, match="weight"):
         Interaction.for_model(model, StrandInteraction(weight=np.ones(model.n_links + 1)))
+    for weight in ("strong", 1j, {"root": 0.0}):
+        with pytest.raises(InvalidInputError, match="StrandInteraction.weight"):
+            Interaction.for_model(model, StrandInteraction(weight=weight))
     with pytest.raises(InvalidInputError, match="StrandInteraction"):
         Interaction.for_model(model, {"friction": 0.5})
 
