@@ -18,6 +18,11 @@ at 512 substeps (MuJoCo's capsules and linear joint springs are not the engine's
 ``2K tan(θ/2)`` springs, so their converged motions differ; the distance between the two is
 reported too).
 
+**Error control.** The engine with ``SolverSettings(tolerance=…)`` at each of ``TOLERANCES``:
+the same tip error, the mean steps per frame its estimates chose, and the mean seconds per frame
+over the whole 2 s (the steps follow the swing's phase, so a few frames would not represent
+them).
+
 **Cost.** 1,000 such strands side by side (the same motion each), at each substep count: the
 median seconds per frame over 8 frames after 2 untimed ones, the engine in one process
 (``workers=1``), MuJoCo on ``THREADS`` threads (as ``bench/peer_mujoco.py`` steps it). All cases
@@ -54,6 +59,7 @@ AMPLITUDE = 0.1  # m
 FREQUENCY = 1.0  # Hz
 SECONDS = 2.0
 SUBSTEPS = (2, 4, 8, 16, 32)
+TOLERANCES = (1e-3, 1e-4, 1e-5)  # m
 REFERENCE_SUBSTEPS = 512
 WARMUP_FRAMES = 2
 TIMED_FRAMES = 8
@@ -78,15 +84,19 @@ def roots(strands: int) -> np.ndarray:
 class Engine:
     """The engine's strands, stepped with one implicit ``order``."""
 
-    def __init__(self, workload: Workload, substeps: int, order: int) -> None:
+    def __init__(
+        self, workload: Workload, substeps: int, order: int, tolerance: float | None = None
+    ) -> None:
         down = np.array([0.0, 0.0, -1.0])
         along = np.linspace(0.0, workload.length, workload.links + 1)
         specs = [core.StrandSpec(root + along[:, None] * down) for root in roots(workload.strands)]
         self.model = core.build_model(specs, workload.strand_parameters(core, drag=0.0))
         self.simulation = core.Simulation(
-            self.model, core.SolverSettings(substeps=substeps, order=order, workers=1)
+            self.model,
+            core.SolverSettings(substeps=substeps, order=order, tolerance=tolerance, workers=1),
         )
         self.frame = 0
+        self.steps: list[int] = []
 
     def base(self, time: float) -> core.BaseMotion:
         position, velocity, acceleration = base_offset(time)
@@ -106,7 +116,7 @@ class Engine:
         )
 
     def advance(self) -> None:
-        self.simulation.advance(1.0 / FRAME_RATE, self.base)
+        self.steps.append(self.simulation.advance(1.0 / FRAME_RATE, self.base).substeps)
         self.frame += 1
 
     def tips(self) -> np.ndarray:
@@ -218,6 +228,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
             )
             print(rows[-1], file=sys.stderr, flush=True)
+    for tolerance in TOLERANCES:
+        single_run = Engine(single, 4, 2, tolerance)
+        error = np.linalg.norm(path(single_run, frames) - references["engine"], axis=1)
+        timed = Engine(many, 4, 2, tolerance)
+        start = time.perf_counter()
+        for _ in range(frames):
+            timed.advance()
+        rows.append(
+            {
+                "simulator": f"engine BDF2, tolerance {1000 * tolerance:g} mm",
+                "substeps": float(np.mean(single_run.steps)),
+                "tip_error_m": float(error.max()),
+                "seconds_per_frame": (time.perf_counter() - start) / frames,
+            }
+        )
+        print(rows[-1], file=sys.stderr, flush=True)
     between = float(np.linalg.norm(references["engine"] - references["mujoco"], axis=1).max())
     result = {
         "strands": args.strands,
@@ -240,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---|---|---|---|")
     for row in rows:
         print(
-            f"| {row['simulator']} | {row['substeps']} | {1000 * row['tip_error_m']:.1f} "
+            f"| {row['simulator']} | {row['substeps']:.3g} | {1000 * row['tip_error_m']:.1f} "
             f"| {row['seconds_per_frame']:.3f} |"
         )
     print(f"\nconverged engine and MuJoCo apart by {1000 * between:.1f} mm at most")

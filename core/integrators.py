@@ -27,6 +27,7 @@ tree by tree (:func:`_newton_exact`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,10 @@ from .validation import is_real, is_whole
 
 METHODS = ("implicit", "explicit")
 ORDERS = (1, 2)
+# The largest ratio of a step to the one before that BDF2 takes (zero-stable below 1 + √2);
+# a step growing faster, such as the whole step after a halved one's quarters, restarts in first
+# order.
+MAX_STEP_RATIO = 2.0
 
 
 @dataclass(frozen=True)
@@ -55,12 +60,25 @@ class SolverSettings:
     order : 1 or 2
         The implicit method's order: 2 is BDF2, which keeps the slow swinging of hair alive and
         the motion nearly the same at any step size; a tree takes a first-order step where it
-        has no usable history (the first step, after a reset, a halved step or constraint
-        forces: :class:`Scheme`) and goes on in second order. 1 is backward Euler throughout,
+        has no usable history (the first step, after a reset, a step more than twice the last,
+        constraint forces: :class:`Scheme`) and goes on in second order; steps of changing size
+        take variable-step BDF2. 1 is backward Euler throughout,
         which damps the slow modes (a strand swinging near its first mode loses much of its
         swing at 4 substeps a frame).
     substeps : int
-        Steps per :meth:`Simulation.advance` call (per frame in Blender).
+        Steps per :meth:`Simulation.advance` call (per frame in Blender); with a ``tolerance``,
+        those of the first call.
+    tolerance : float or None, m
+        Error control: None takes ``substeps`` equal steps per call. A length takes, per call,
+        as many equal steps as the last steps' local error estimates ask for
+        (:func:`local_errors`, :func:`next_step`), between 1 and ``max_substeps``, and a tree
+        whose step's estimate exceeds it is redone in halves, as a failed step is, down to
+        ``max_subdivision_depth``. The estimate is the largest distance by which a step moves a
+        point of a tree from the method's error, so the tolerance is the local error of a point
+        per step; trees taking constraint forces are not held to it (their corrections close
+        gaps and hold limits exactly within each step).
+    max_substeps : int
+        With a ``tolerance``, the most steps one call takes.
     newton_tolerance : float, rad/s
         The Newton iteration stops once its largest joint-velocity update is at most this (the
         joint rotations of a converged substep are then within ``h * tolerance`` rad of the
@@ -97,6 +115,8 @@ class SolverSettings:
     method: str = "implicit"
     order: int = 2
     substeps: int = 4
+    tolerance: float | None = None
+    max_substeps: int = 64
     newton_tolerance: float = 3e-3
     newton_max_iterations: int = 16
     subdivision_threshold: float = 1e-2
@@ -111,6 +131,7 @@ class SolverSettings:
             raise InvalidInputError(f"order must be one of {ORDERS}, got {self.order!r}")
         for name, least in (
             ("substeps", 1),
+            ("max_substeps", 1),
             ("newton_max_iterations", 1),
             ("max_subdivision_depth", 0),
         ):
@@ -121,6 +142,17 @@ class SolverSettings:
             value = getattr(self, name)
             if not is_real(value) or not (math.isfinite(value) and value > 0):
                 raise InvalidInputError(f"{name} must be a positive number, got {value!r}")
+        if self.tolerance is not None and not (
+            is_real(self.tolerance) and math.isfinite(self.tolerance) and self.tolerance > 0
+        ):
+            raise InvalidInputError(
+                f"tolerance must be a positive length in metres or None, got {self.tolerance!r}"
+            )
+        if self.tolerance is not None and self.method != "implicit":
+            raise InvalidInputError(
+                "tolerance (error control) needs the implicit method; the explicit method takes "
+                "fixed substeps"
+            )
         if not isinstance(self.strict, bool):
             raise InvalidInputError(f"strict must be True or False, got {self.strict!r}")
         if self.workers is not None and (not is_whole(self.workers) or self.workers < 1):
@@ -174,6 +206,14 @@ class StepStats:
     second_order_trees : int
         How many trees took the last step in second order (BDF2, :class:`Scheme`); the others
         took a first-order step.
+    substeps : int
+        How many steps :meth:`.Simulation.advance` took (halves of a redone step not counted).
+    local_error : float or None, m
+        With ``SolverSettings.tolerance``: the largest local error estimate of a step a tree
+        kept over the advance (:func:`local_errors`); None without a tolerance.
+    next_step : float or None, s
+        With ``SolverSettings.tolerance``: the step size the estimates ask for next
+        (:func:`next_step`, the smallest over the advance's steps); None without a tolerance.
     """
 
     iterations: int
@@ -182,6 +222,9 @@ class StepStats:
     subdivisions: int = 0
     fallbacks: tuple[Fallback, ...] = ()
     second_order_trees: int = 0
+    substeps: int = 0
+    local_error: float | None = None
+    next_step: float | None = None
 
     @classmethod
     def combined(cls, parts: list[StepStats]) -> StepStats:
@@ -199,7 +242,16 @@ class StepStats:
                 )
             ),
             sum(part.second_order_trees for part in parts),
+            max(part.substeps for part in parts),
+            _extreme(max, [part.local_error for part in parts]),
+            _extreme(min, [part.next_step for part in parts]),
         )
+
+
+def _extreme(choose: Callable, values: list[float | None]) -> float | None:
+    """``choose`` (max or min) of the ``values`` that are not None; None where none is."""
+    known = [value for value in values if value is not None]
+    return choose(known) if known else None
 
 
 def integrate_rotation(xp: Any, q: Any, w: Any, h: float | Any) -> Any:
@@ -240,24 +292,46 @@ class Scheme:
     def for_step(
         cls, model: Model, state: State, h: float, settings: SolverSettings, first_order: Any
     ) -> Scheme:
-        """The scheme of a step of ``h`` from ``state``: BDF2 for the trees whose last step
-        (``state.previous``) was of the same size and left a usable history, but for those
-        ``first_order`` ((T,) bool) names; backward Euler for the others."""
+        """The scheme of a step of ``h`` from ``state``: BDF2 with the step ratio
+        ``ω = h / h⁻`` for the trees whose last step (``state.previous``) left a usable history
+        and was at least ``1 / MAX_STEP_RATIO`` of this one, but for those ``first_order``
+        ((T,) bool) names; backward Euler for the others.
+
+        Variable-step BDF2 in the chart of the step's start: ``ξ⁺ + a ξ⁻ = γ w⁺`` and
+        ``w⁺ − (1 + a) w + a w⁻ = γ ẇ⁺`` with ``a = ω²/(1 + 2ω)`` and
+        ``γ = h (1 + ω)/(1 + 2ω)`` (``docs/physics.md``, *Second order*); ``ω = 1`` is the
+        fixed-step method. It is zero-stable for ``ω < 1 + √2``."""
         previous = state.previous
         if settings.order == 1 or previous is None:
             return cls.backward_euler(state.w, h)
         xp = model.xp
-        trees = previous.usable & ~first_order & (xp.abs(previous.h - h) <= 1e-9 * h)
-        some, every = model.backend.to_host(xp.stack((xp.any(trees), xp.all(trees))))
+        ratio = h / previous.h
+        trees = previous.usable & ~first_order & (ratio <= MAX_STEP_RATIO * (1.0 + 1e-9))
+        some, every, least, most = model.backend.to_host(
+            xp.stack(
+                (
+                    xp.any(trees) * 1.0,
+                    xp.all(trees) * 1.0,
+                    xp.min(xp.where(trees, ratio, xp.inf)),
+                    xp.max(xp.where(trees, ratio, -xp.inf)),
+                )
+            )
+        )
         if not some:
             return cls.backward_euler(state.w, h)
         back = spatial.quat_log(
             xp, spatial.quat_multiply(xp, spatial.quat_conjugate(xp, state.q), previous.q)
         )
-        gamma = (2.0 / 3.0) * h
-        start = (4.0 * state.w - previous.w) * (1.0 / 3.0)
-        offset = back * (-1.0 / 3.0)
-        if every:
+        if most - least <= 1e-6 * most:
+            # One ratio for every tree that takes BDF2 (a fixed step: exactly 1).
+            omega = 1.0 if abs(most - 1.0) <= 1e-6 else float(most)
+        else:
+            omega = xp.where(trees, ratio, 1.0)[model.link_tree].astype(state.w.dtype)
+        share = omega * omega / (1.0 + 2.0 * omega)
+        gamma = h * (1.0 + omega) / (1.0 + 2.0 * omega)
+        start = (1.0 + share) * state.w - share * previous.w
+        offset = -share * back
+        if every and isinstance(omega, float):
             return cls(gamma, start, offset, trees)
         links = trees[model.link_tree]
         return cls(
@@ -325,6 +399,7 @@ def _remember_start(model: Model, state: State, h: float, second_order: Any, out
             xp.empty(model.n_trees, dtype=state.w.dtype),
             xp.empty(model.n_trees, dtype=bool),
             xp.empty(model.n_trees, dtype=bool),
+            xp.empty(model.n_trees, dtype=state.w.dtype),
         )
     else:
         previous.q[...] = state.q
@@ -332,6 +407,7 @@ def _remember_start(model: Model, state: State, h: float, second_order: Any, out
     previous.h[...] = h
     previous.usable[...] = True
     previous.second_order[...] = False if second_order is None else second_order
+    previous.error[...] = 0.0
 
 
 def first_order_step(state: State, trees: Any) -> None:
@@ -341,6 +417,64 @@ def first_order_step(state: State, trees: Any) -> None:
     if state.previous is not None:
         state.previous.usable &= ~trees
         state.previous.second_order &= ~trees
+        state.previous.error[trees] = 0.0
+
+
+def local_errors(model: Model, workspace: Data, state: State, out: State) -> Any:
+    """The local error estimate (m) of each tree's step from ``state`` to ``out`` ((T,)): the
+    largest distance between a link's end reached by the step and where the step's start
+    extrapolates it, times the ratio of the method's error to that difference.
+
+    In the chart of the step's start ``q`` (``ξ = log(q⁻¹ ·)``), the step reached
+    ``ξ⁺ = log(q⁻¹ q⁺)``. A first-order (backward-Euler) step is compared with ``P = h w``:
+    its error, ``−h² ξ̈/2``, is half of ``ξ⁺ − P``. A BDF2 step of ratio ``ω = h/h⁻`` is
+    compared with the quadratic through the last step's start ``ξ⁻``, ``0`` and the start
+    velocity ``w``, ``P = h w + ω² (ξ⁻ + h⁻ w)``, which misses by ``C_p h³ ξ⃛`` with
+    ``C_p = (1 + 1/ω)/6`` where BDF2 misses by ``C h³ ξ⃛`` with
+    ``C = (1 − 1/(ω(1 + 2ω)) − 3(1 + ω)/(1 + 2ω))/6`` (−2/9 at ``ω = 1``): the error is
+    ``|C|/(C_p − C)`` of ``ξ⁺ − P`` (0.4 at ``ω = 1``). The rotations ``q ⊗ exp(P)`` and
+    ``q⁺`` are carried to the links' ends by forward kinematics with the bases at the step's
+    end, in ``workspace`` (kinematics only: :meth:`.dynamics.Data.for_model`).
+
+    ``out.previous`` says which trees took the step in second order and its size;
+    ``state.previous`` holds the history they extrapolated.
+    """
+    xp = model.xp
+    record = out.previous
+    turn = record.h[model.link_tree] * state.w
+    factor = xp.full(model.n_trees, 0.5, dtype=state.w.dtype)
+    history = state.previous
+    if history is not None and bool(model.backend.to_host(xp.any(record.second_order))):
+        bdf2 = record.second_order
+        omega = xp.where(bdf2, record.h / history.h, 1.0)
+        back = spatial.quat_log(
+            xp, spatial.quat_multiply(xp, spatial.quat_conjugate(xp, state.q), history.q)
+        )
+        squared = (omega * omega)[model.link_tree]
+        extrapolated = turn + squared * (back + history.h[model.link_tree] * state.w)
+        turn = xp.where(bdf2[model.link_tree], extrapolated, turn)
+        widened = 1.0 + 2.0 * omega
+        method = (1.0 - 1.0 / (omega * widened) - 3.0 * (1.0 + omega) / widened) / 6.0
+        predictor = (1.0 + 1.0 / omega) / 6.0
+        factor = xp.where(bdf2, -method / (predictor - method), factor)
+    ends = []
+    for q in (out.q, integrate_rotation(xp, state.q, turn, 1.0)):
+        dynamics.forward_kinematics(model, workspace, q, out.base_rotation, out.base_position)
+        ends.append(workspace.r + workspace.oR[:, 1] * model.length)
+    distance = xp.sqrt(xp.sum((ends[0] - ends[1]) ** 2, axis=0))
+    return factor * dynamics.tree_max(model, distance)
+
+
+def next_step(model: Model, previous: PreviousStep, tolerance: float) -> float:
+    """The step size (s) that the trees' last local error estimates (``previous``, of the step
+    that reached a state) ask for next: each tree's step times ``0.9 (tolerance/error)^(1/p)``,
+    ``p`` the power of the step its error grows with (3 for BDF2, 2 for a first-order step),
+    bounded to a quarter and ``MAX_STEP_RATIO`` times it; the smallest over the trees."""
+    xp = model.xp
+    power = xp.where(previous.second_order, 3.0, 2.0)
+    ratio = xp.maximum(previous.error / tolerance, 1e-30)
+    change = xp.clip(0.9 * ratio ** (-1.0 / power), 0.25, MAX_STEP_RATIO)
+    return float(model.backend.to_host(xp.min(previous.h * change)))
 
 
 def _raise_diverged(model: Model, *values: Any) -> None:

@@ -9,8 +9,10 @@ up to rounding, obstacles and joint limits included. A simulation with animated 
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -333,7 +335,7 @@ class Simulation:
         fields: ForceFields | None,
         obstacle_motion: ObstacleSource | None,
     ) -> StepStats:
-        substeps = int(self.settings.substeps)
+        substeps = self._substeps(dt)
         h = dt / substeps
         start = self.state.time
         if pose is not None and not callable(pose):
@@ -413,7 +415,18 @@ class Simulation:
             )
         # Land exactly on the requested time despite the substeps' rounding.
         self.state.time = start + dt
+        self.stats = replace(self.stats, substeps=substeps)
+        self.state.next_step = self.stats.next_step
         return self.stats
+
+    def _substeps(self, dt: float) -> int:
+        """How many equal steps an advance of ``dt`` takes: ``settings.substeps``, or with a
+        tolerance as many as the step size the last steps' error estimates ask for
+        (``State.next_step``) needs, between 1 and ``settings.max_substeps``."""
+        settings, hint = self.settings, self.state.next_step
+        if settings.tolerance is None or hint is None:
+            return int(settings.substeps)
+        return max(1, min(int(settings.max_substeps), math.ceil(dt / hint - 1e-6)))
 
     def _sample_animation(self, t: float, pose: Callable[[float], Pose] | None) -> list[str]:
         """Set the animated parameters and, if given, the animated ``pose`` at time ``t`` (s) in

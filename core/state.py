@@ -37,6 +37,11 @@ class PreviousStep:
         velocities outside the integration formula) or fell back.
     second_order : (T,) bool
         The trees that took the last step in second order.
+    error : (T,) float, m
+        The last step's estimated local error: the largest distance by which it moved a point of
+        the tree away from where the step's own history extrapolates, scaled to the method's
+        error (:func:`.integrators.local_errors`); zero where not estimated (no tolerance set) or
+        where the tree took constraint forces.
     """
 
     q: Any
@@ -44,6 +49,7 @@ class PreviousStep:
     h: Any
     usable: Any
     second_order: Any
+    error: Any
 
     def copy(self) -> PreviousStep:
         return PreviousStep(
@@ -52,6 +58,7 @@ class PreviousStep:
             self.h.copy(),
             self.usable.copy(),
             self.second_order.copy(),
+            self.error.copy(),
         )
 
     def of_trees(self, links: Any, trees: Any) -> PreviousStep:
@@ -63,6 +70,7 @@ class PreviousStep:
             self.h[trees],
             self.usable[trees],
             self.second_order[trees],
+            self.error[trees],
         )
 
     def put(self, part: PreviousStep, links: Any, trees: Any) -> None:
@@ -72,6 +80,7 @@ class PreviousStep:
         self.h[trees] = part.h
         self.usable[trees] = part.usable
         self.second_order[trees] = part.second_order
+        self.error[trees] = part.error
 
 
 @dataclass(eq=False)
@@ -163,6 +172,10 @@ class State:
         The start of the step that reached this state, for a second-order step after it; None
         where there was none (the first step, after a reset, after an explicit step), and the
         next step is of first order.
+    next_step : float or None, s
+        With an error tolerance (``SolverSettings.tolerance``), the step size the error
+        estimates of the steps that reached this state ask for next; None where none was
+        estimated (the next advance takes ``SolverSettings.substeps`` steps).
     """
 
     q: Any
@@ -171,6 +184,7 @@ class State:
     base_position: Any
     time: float = 0.0
     previous: PreviousStep | None = None
+    next_step: float | None = None
 
     @classmethod
     def at_rest(cls, model: Model, base_poses: Any = None, time: float = 0.0) -> State:
@@ -194,6 +208,7 @@ class State:
             self.base_position.copy(),
             self.time,
             None if self.previous is None else self.previous.copy(),
+            self.next_step,
         )
 
 

@@ -50,6 +50,7 @@ forces (:meth:`.constraints.ConstraintSolver.resolve`) unless the whole step is 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -358,11 +359,18 @@ class Stepper:
         number of subdivisions.
         """
         subdivisions, fallbacks = 0, ()
+        tolerance = self.settings.tolerance
+        local_error, hint = (None, None) if tolerance is None else (0.0, math.inf)
         for k in range(substeps):
             # Only the last substep's statistics are kept, so only its residual is evaluated.
             *states, stats = self._step(states, start + (k + 1) * h, h, k == substeps - 1)
             subdivisions += stats.subdivisions
             fallbacks += stats.fallbacks
+            if tolerance is not None:
+                previous = states[0].previous
+                error = float(self.model.backend.to_host(self.model.xp.max(previous.error)))
+                local_error = max(local_error, error)
+                hint = min(hint, integrators.next_step(self.model, previous, tolerance))
         previous = states[0].previous
         second_order = 0
         if previous is not None:
@@ -376,6 +384,9 @@ class Stepper:
                 subdivisions,
                 fallbacks,
                 second_order,
+                substeps,
+                local_error,
+                hint,
             ),
         )
 
@@ -415,6 +426,12 @@ class Stepper:
                     report_residual,
                     deepest,
                 )
+                if settings.tolerance is not None:
+                    # The free step's error: the constraint pass zeroes that of the trees it
+                    # corrects.
+                    spare.previous.error[...] = integrators.local_errors(
+                        model, self._estimates, state, spare
+                    )
                 failing = _unfinished_trees(model, data, stats, settings)
                 if len(failing) and deepest:
                     _raise_unconverged(model, data, stats, depth)
@@ -423,6 +440,10 @@ class Stepper:
                 elif constrain is not None:
                     fallen, failing = self._constrain(state, h, spare, failing, deepest)
                     stats = replace(stats, fallbacks=stats.fallbacks + fallen)
+                if failing is not None and settings.tolerance is not None and not deepest:
+                    failing = np.union1d(failing, self._inaccurate_trees(spare))
+                    if len(failing) and not self._divisible(failing):
+                        failing = None
         except SimulationDivergedError:
             if deepest:
                 raise
@@ -487,6 +508,17 @@ class Stepper:
         memory.dw *= 2.0
         memory.dw_previous *= 2.0
         return state, spare, first, second
+
+    @functools.cached_property
+    def _estimates(self) -> Data:
+        """The workspace of the local error estimates (:func:`.integrators.local_errors`)."""
+        return Data.for_model(self.model, kinematics_only=True)
+
+    def _inaccurate_trees(self, out: State) -> np.ndarray:
+        """The trees (host indices) whose step into ``out`` missed ``SolverSettings.tolerance``
+        (by the local error estimate it recorded)."""
+        error = self.model.backend.to_host(out.previous.error)
+        return np.nonzero(error > self.settings.tolerance)[0]
 
     def _divisible(self, trees: np.ndarray) -> bool:
         """Whether ``trees`` can be redone on a model of their own while the others keep their

@@ -202,8 +202,10 @@ class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):
         layout.prop(props, "substep_unit")
         if props.substep_unit == "SECOND":
             layout.prop(props, "steps_per_second")
-        else:
+        elif props.substep_unit == "FRAME":
             layout.prop(props, "substeps")
+        else:
+            layout.prop(props, "error_tolerance")
         column = layout.column(align=True)
         column.active = props.solver_method == "IMPLICIT"
         column.prop(props, "solver_order")

@@ -96,6 +96,11 @@ def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSetting
     for rna in props.bl_rna.properties:
         if rna.type == "FLOAT" and not rna.is_readonly:
             check_value(props.bl_rna, rna, _plain(getattr(props, rna.identifier)))
+    if props.substep_unit == "ERROR" and props.solver_method == "EXPLICIT":
+        raise SceneInputError(
+            "Steps By Error needs the Implicit Method (Solver panel): the explicit method "
+            "takes fixed steps"
+        )
     gravity = tuple(scene.gravity) if scene.use_gravity else (0.0, 0.0, 0.0)
     return StrandSettings(
         conversion=ConversionSettings(
@@ -113,6 +118,7 @@ def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSetting
                 method=props.solver_method.lower(),
                 order=2 if props.solver_order == "BDF2" else 1,
                 substeps=substeps_per_frame(props, scene),
+                tolerance=props.error_tolerance if props.substep_unit == "ERROR" else None,
                 newton_tolerance=props.newton_tolerance,
                 newton_max_iterations=props.newton_max_iterations,
                 strict=props.stop_on_failure,
@@ -395,7 +401,9 @@ def strand_parameters(layout: StrandLayout, model: ModelSettings, values: dict) 
 def substeps_per_frame(props: bpy.types.PropertyGroup, scene: bpy.types.Scene) -> int:
     """The steps a frame takes: *Substeps* per frame, or per second the whole number of steps
     nearest above the frame's share of *Steps per Second*, a share up to 1 % above a whole
-    number taking that number (23.976 fps takes 4 steps a frame of 96 a second, not 5)."""
+    number taking that number (23.976 fps takes 4 steps a frame of 96 a second, not 5). By
+    error, the first frame's steps are those per second (the error estimates choose the
+    others)."""
     if props.substep_unit == "FRAME":
         return props.substeps
     share = props.steps_per_second / frames_per_second(scene)

@@ -17,6 +17,7 @@ from oriented_strands.core import (
     StrandSpec,
     build_model,
     build_obstacles,
+    get_backend,
 )
 from oriented_strands.core.dynamics import Data
 from oriented_strands.core.integrators import StepStats, step_implicit
@@ -251,3 +252,40 @@ def box_mesh(low, high) -> tuple[np.ndarray, np.ndarray]:
         ]
     )  # fmt: skip
     return vertices, triangles
+
+
+def swung_sideways(amplitude, frequency):
+    """A base moved ``amplitude`` m sideways (x) and back at ``frequency`` Hz, with exact velocity
+    and acceleration."""
+    rate = 2 * np.pi * frequency
+
+    def base(t):
+        zero = np.zeros((1, 3))
+        return BaseMotion(
+            np.eye(3)[None],
+            np.array([[amplitude * np.sin(rate * t), 0.0, 0.0]]),
+            zero,
+            np.array([[amplitude * rate * np.cos(rate * t), 0.0, 0.0]]),
+            zero,
+            np.array([[-amplitude * rate**2 * np.sin(rate * t), 0.0, 0.0]]),
+        )
+
+    return base
+
+
+def hanging_hair(links, length, backend=None):
+    """A straight strand of the benchmark's hair (0.01 kg/m, 2·10⁻⁴ N·m², no drag) hanging
+    down, on ``backend`` (NumPy by default)."""
+    return build_model(
+        [StrandSpec(polyline(links, length, (0.0, 0.0, -1.0)))],
+        StrandParameters(
+            mass_per_length=0.01,
+            radius=1e-3,
+            bend_stiffness=2e-4,
+            twist_stiffness=2e-4,
+            bend_damping=2e-6,
+            twist_damping=2e-6,
+            drag=0.0,
+        ),
+        backend=backend or get_backend("numpy"),
+    )

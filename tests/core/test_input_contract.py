@@ -122,11 +122,17 @@ def test_any_solver_setting_is_taken_or_refused(field, value):
     if solver is not None:
         # Taken as given: a whole number where one is counted, a finite one where measured.
         value = getattr(solver, field)
-        if field in ("substeps", "newton_max_iterations", "max_subdivision_depth", "workers"):
+        if field in (
+            "substeps",
+            "max_substeps",
+            "newton_max_iterations",
+            "max_subdivision_depth",
+            "workers",
+        ):
             assert value is None or isinstance(value, int | np.integer)
-        elif field in ("newton_tolerance", "subdivision_threshold"):
-            assert math.isfinite(value)
-            assert value > 0
+        elif field in ("tolerance", "newton_tolerance", "subdivision_threshold"):
+            assert value is None or math.isfinite(value)
+            assert value is None or value > 0
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ import pytest
 
 from oriented_strands.core import (
     Backend,
-    BaseMotion,
     Simulation,
     SimulationDivergedError,
     SolverSettings,
@@ -31,19 +30,22 @@ from oriented_strands.core.state import Control, PreviousStep, State, StepMemory
 from strands import (
     FREE,
     STILL,
+    hanging_hair,
     polyline,
     random_tree,
     scene_frames,
     soft_hair,
     step_afresh,
     swaying_base,
+    swung_sideways,
 )
 
 
 def _swing_single_link(
-    backend, h, duration, method, amplitude=1e-3, length=1.0, radius=0.01, order=2
+    backend, h, duration, method, amplitude=1e-3, length=1.0, radius=0.01, order=2, ratios=(1,)
 ):
-    """A rigid rod hanging from a pivot, released at ``amplitude`` rad; returns (times, angles)."""
+    """A rigid rod hanging from a pivot, released at ``amplitude`` rad; returns (times, angles).
+    The steps cycle through ``h`` times ``ratios``."""
     model = build_model(
         [StrandSpec(polyline(1, length))],
         StrandParameters(mass_per_length=1.0, radius=radius, **FREE),
@@ -59,8 +61,8 @@ def _swing_single_link(
     q = spatial.quat_multiply(np, q, spatial.quat_exp(np, np.array([[amplitude], [0.0], [0.0]])))
     sim.state.q = backend.from_host(q)
     times, angles = [0.0], [amplitude]
-    for _ in range(int(round(duration / h))):
-        sim.advance(h, STILL)
+    for k in range(int(round(duration / h))):
+        sim.advance(h * ratios[k % len(ratios)], STILL)
         deviation = spatial.quat_multiply(
             np,
             spatial.quat_conjugate(np, backend.to_host(model.rest_rotation)),
@@ -99,6 +101,21 @@ def test_implicit_step_converges_at_its_order(backend, order, least, most):
         errors.append(abs(angles[-1] - 1e-3))  # closed form: back at the amplitude after one period
     ratios = np.array(errors[:-1]) / np.array(errors[1:])
     assert np.all((least < ratios) & (ratios < most)), ratios
+
+
+def test_bdf2_with_varying_steps_converges_at_second_order(backend):
+    """Steps alternating between one and two units (step ratios 2 and 1/2, variable-step BDF2):
+    the error after one period still falls about four times per halving of the unit."""
+    period = _compound_pendulum_period()
+    errors = []
+    for divisions in (96, 192, 384):
+        _, angles = _swing_single_link(
+            backend, period / divisions, period / 1.5, "implicit", ratios=(1, 2)
+        )
+        errors.append(abs(angles[-1] - 1e-3))
+    ratios = np.array(errors[:-1]) / np.array(errors[1:])
+    # Measured 4.56 and 4.30, falling to 4 (4.15 at the next halving).
+    assert np.all((3.5 < ratios) & (ratios < 4.7)), ratios
 
 
 def test_cantilever_sags_to_euler_bernoulli_deflection(backend):
@@ -563,6 +580,7 @@ def _with_history(backend, model, state, rng, h):
         xp.full(model.n_trees, h),
         xp.ones(model.n_trees, dtype=bool),
         xp.zeros(model.n_trees, dtype=bool),
+        xp.zeros(model.n_trees, dtype=state.w.dtype),
     )
     return state
 
@@ -598,53 +616,14 @@ def test_bdf2_keeps_the_energy_of_an_undamped_spinning_strand(backend):
     assert abs(sum(sim.energy()) / start - 1.0) < 1e-3
 
 
-def _swung_sideways(amplitude, frequency):
-    """A base moved ``amplitude`` m sideways (x) and back at ``frequency`` Hz, with exact velocity
-    and acceleration."""
-    rate = 2 * np.pi * frequency
-
-    def base(t):
-        zero = np.zeros((1, 3))
-        return BaseMotion(
-            np.eye(3)[None],
-            np.array([[amplitude * np.sin(rate * t), 0.0, 0.0]]),
-            zero,
-            np.array([[amplitude * rate * np.cos(rate * t), 0.0, 0.0]]),
-            zero,
-            np.array([[-amplitude * rate**2 * np.sin(rate * t), 0.0, 0.0]]),
-        )
-
-    return base
-
-
-def _hanging_hair(links, length):
-    """A straight strand of the benchmark's hair (0.01 kg/m, 2·10⁻⁴ N·m², no drag) hanging
-    down, on the NumPy backend."""
-    from oriented_strands.core import get_backend
-
-    return build_model(
-        [StrandSpec(polyline(links, length, (0.0, 0.0, -1.0)))],
-        StrandParameters(
-            mass_per_length=0.01,
-            radius=1e-3,
-            bend_stiffness=2e-4,
-            twist_stiffness=2e-4,
-            bend_damping=2e-6,
-            twist_damping=2e-6,
-            drag=0.0,
-        ),
-        backend=get_backend("numpy"),
-    )
-
-
 @pytest.mark.slow
 def test_bdf2_converges_at_second_order_on_a_strand_swung_near_resonance():
     """A 25 cm strand of 8 links hangs from a base swung ±5 cm at 1.4 Hz, near its first mode,
     for half a second: against the same strand at 256 substeps a frame, the tip's largest error
     falls at least 3.5 times per doubling of the substeps from 4 to 32 with BDF2, and backward
     Euler's at 4 substeps is more than five times BDF2's (9.8 mm against 1.1 mm)."""
-    base = _swung_sideways(0.05, 1.4)
-    model = _hanging_hair(8, 0.25)
+    base = swung_sideways(0.05, 1.4)
+    model = hanging_hair(8, 0.25)
 
     def tips(substeps, order=2):
         sim = Simulation(
@@ -685,8 +664,8 @@ def test_bdf2_gives_nearly_the_same_motion_at_24_30_and_60_fps():
     substeps per frame at 24, 30 and 60 frames per second: sampled every sixth of a second over
     2 s, BDF2's tips are within 10 mm (2 % of the length; 8.1 mm measured) of the 60 fps run;
     backward Euler's 24 fps run is 82 mm from its 60 fps one."""
-    base = _swung_sideways(0.1, 1.0)
-    model = _hanging_hair(25, 0.5)
+    base = swung_sideways(0.1, 1.0)
+    model = hanging_hair(25, 0.5)
 
     def tips(fps, order=2):
         sim = Simulation(model, SolverSettings(order=order))

@@ -86,6 +86,30 @@ def test_stepping_groups_of_trees_in_worker_processes_gives_the_same_result():
     assert np.abs(one.state.q - model.rest_rotation).max() > 0.05
 
 
+def test_workers_take_the_steps_of_one_process_under_a_tolerance():
+    """With error control the parent chooses each frame's steps from the smallest step the
+    groups' estimates ask for, and the groups redo the same trees in halves: the same steps,
+    estimates and motion as in one process."""
+    model = _forest()
+    base = _swaying(model)
+    one = Simulation(model, SolverSettings(workers=1, tolerance=2e-4))
+    three = Simulation(model, SolverSettings(workers=3, tolerance=2e-4))
+    counts, redone = [], 0
+    for _ in range(8):
+        alone, grouped = one.advance(1 / 24, base), three.advance(1 / 24, base)
+        assert grouped.substeps == alone.substeps
+        # Each group counts its own redone steps.
+        assert (grouped.subdivisions > 0) == (alone.subdivisions > 0)
+        assert grouped.local_error == pytest.approx(alone.local_error, rel=1e-6)
+        assert grouped.next_step == pytest.approx(alone.next_step, rel=1e-9)
+        counts.append(alone.substeps)
+        redone += alone.subdivisions
+    three.close()
+    assert len(set(counts)) > 1, counts
+    assert redone > 0
+    np.testing.assert_allclose(three.points(), one.points(), rtol=0, atol=1e-10)
+
+
 def test_workers_give_the_same_result_with_an_animated_pose_and_fields():
     """The pose and animated parameters are sampled once per substep in the parent and the
     fields are evaluated in each worker on its own trees: still the same result, and the same
