@@ -19,14 +19,14 @@ at 512 substeps (MuJoCo's capsules and linear joint springs are not the engine's
 reported too).
 
 **Error control.** The engine with ``SolverSettings(tolerance=…)`` at each of ``TOLERANCES``:
-the same tip error, the mean steps per frame its estimates chose, and the mean seconds per frame
-over the whole 2 s (the steps follow the swing's phase, so a few frames would not represent
-them).
+the same tip error, and the mean steps per frame its estimates chose.
 
-**Cost.** 1,000 such strands side by side (the same motion each), at each substep count: the
-median seconds per frame over 8 frames after 2 untimed ones, the engine in one process
-(``workers=1``), MuJoCo on ``THREADS`` threads (as ``bench/peer_mujoco.py`` steps it). All cases
-run in this interpreter, one after another.
+**Cost.** 1,000 such strands side by side (the same motion each), at each substep count and
+tolerance: the mean seconds per frame over the whole 2 s (the steps error control chooses follow
+the swing's phase, so a few frames would not represent them; the same measure for every case),
+the engine in one process (``workers=1``) and, with BDF2 at fixed steps, in as many as it picks
+by itself (one per core here; ``--no-processes`` leaves that out), MuJoCo on ``THREADS`` threads (as
+``bench/peer_mujoco.py`` steps it). All cases run in this interpreter, one after another.
 
 The JSON goes to ``bench/results/swing-<host>-<time>.json``; a Markdown table to standard output.
 """
@@ -37,7 +37,6 @@ import argparse
 import json
 import math
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -61,8 +60,6 @@ SECONDS = 2.0
 SUBSTEPS = (2, 4, 8, 16, 32)
 TOLERANCES = (1e-3, 1e-4, 1e-5)  # m
 REFERENCE_SUBSTEPS = 512
-WARMUP_FRAMES = 2
-TIMED_FRAMES = 8
 
 
 def base_offset(time: float) -> tuple[float, float, float]:
@@ -85,7 +82,12 @@ class Engine:
     """The engine's strands, stepped with one implicit ``order``."""
 
     def __init__(
-        self, workload: Workload, substeps: int, order: int, tolerance: float | None = None
+        self,
+        workload: Workload,
+        substeps: int,
+        order: int,
+        tolerance: float | None = None,
+        workers: int | None = 1,
     ) -> None:
         down = np.array([0.0, 0.0, -1.0])
         along = np.linspace(0.0, workload.length, workload.links + 1)
@@ -93,7 +95,9 @@ class Engine:
         self.model = core.build_model(specs, workload.strand_parameters(core, drag=0.0))
         self.simulation = core.Simulation(
             self.model,
-            core.SolverSettings(substeps=substeps, order=order, tolerance=tolerance, workers=1),
+            core.SolverSettings(
+                substeps=substeps, order=order, tolerance=tolerance, workers=workers
+            ),
         )
         self.frame = 0
         self.steps: list[int] = []
@@ -178,21 +182,24 @@ def path(simulator: Any, frames: int) -> np.ndarray:
     return np.array(points)
 
 
-def seconds_per_frame(advance: Callable[[], None]) -> float:
-    for _ in range(WARMUP_FRAMES):
+def seconds_per_frame(advance: Callable[[], None], frames: int) -> float:
+    """The mean seconds per frame of ``frames`` calls of ``advance``."""
+    start = time.perf_counter()
+    for _ in range(frames):
         advance()
-    times = []
-    for _ in range(TIMED_FRAMES):
-        start = time.perf_counter()
-        advance()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return (time.perf_counter() - start) / frames
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--strands", type=int, default=1000, help="strands of the timed case")
     parser.add_argument("--output", type=Path, help="JSON file (default: bench/results/...)")
+    parser.add_argument(
+        "--no-processes",
+        dest="processes",
+        action="store_false",
+        help="time the engine in one process only",
+    )
     args = parser.parse_args(argv)
     single, many = Workload(1, 25, length=0.5), Workload(args.strands, 25, length=0.5)
     frames = int(round(SECONDS * FRAME_RATE))
@@ -205,45 +212,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         "mujoco": path(mujoco_single(REFERENCE_SUBSTEPS), frames),
     }
     rows = []
-    for substeps in SUBSTEPS:
-        for name, make, reference in (
-            ("engine BDF2", lambda s: Engine(single, s, 2), "engine"),
-            ("engine backward Euler", lambda s: Engine(single, s, 1), "engine"),
-            ("MuJoCo implicitfast", mujoco_single, "mujoco"),
-        ):
-            error = np.linalg.norm(path(make(substeps), frames) - references[reference], axis=1)
-            if name.startswith("engine"):
-                timed = Engine(many, substeps, 2 if "BDF2" in name else 1)
-                cost = seconds_per_frame(timed.advance)
-            else:
-                timed = MuJoCo(many, substeps, THREADS)
-                with ThreadPoolExecutor(THREADS) as pool:
-                    cost = seconds_per_frame(lambda timed=timed, pool=pool: timed.advance(pool))
-            rows.append(
-                {
-                    "simulator": name,
-                    "substeps": substeps,
-                    "tip_error_m": float(error.max()),
-                    "seconds_per_frame": cost,
-                }
-            )
-            print(rows[-1], file=sys.stderr, flush=True)
-    for tolerance in TOLERANCES:
-        single_run = Engine(single, 4, 2, tolerance)
-        error = np.linalg.norm(path(single_run, frames) - references["engine"], axis=1)
-        timed = Engine(many, 4, 2, tolerance)
-        start = time.perf_counter()
-        for _ in range(frames):
-            timed.advance()
+
+    def record(name: str, steps: float, error: np.ndarray, cost: float) -> None:
         rows.append(
             {
-                "simulator": f"engine BDF2, tolerance {1000 * tolerance:g} mm",
-                "substeps": float(np.mean(single_run.steps)),
+                "simulator": name,
+                "substeps": steps,
                 "tip_error_m": float(error.max()),
-                "seconds_per_frame": (time.perf_counter() - start) / frames,
+                "seconds_per_frame": cost,
             }
         )
         print(rows[-1], file=sys.stderr, flush=True)
+
+    def engine_rows(
+        name: str, substeps: int, order: int, tolerance: float | None, processes: bool
+    ) -> None:
+        accuracy = Engine(single, substeps, order, tolerance)
+        error = np.linalg.norm(path(accuracy, frames) - references["engine"], axis=1)
+        steps = float(np.mean(accuracy.steps))
+        for workers, label in ((1, ""), (None, ", automatic processes"))[: 1 + processes]:
+            timed = Engine(many, substeps, order, tolerance, workers)
+            cost = seconds_per_frame(timed.advance, frames)
+            timed.simulation.close()
+            record(name + label, steps, error, cost)
+
+    for substeps in SUBSTEPS:
+        engine_rows("engine BDF2", substeps, 2, None, args.processes)
+        engine_rows("engine backward Euler", substeps, 1, None, False)
+        error = np.linalg.norm(path(mujoco_single(substeps), frames) - references["mujoco"], axis=1)
+        timed = MuJoCo(many, substeps, THREADS)
+        with ThreadPoolExecutor(THREADS) as pool:
+            cost = seconds_per_frame(lambda timed=timed, pool=pool: timed.advance(pool), frames)
+        record("MuJoCo implicitfast", substeps, error, cost)
+    for tolerance in TOLERANCES:
+        engine_rows(f"engine BDF2, tolerance {1000 * tolerance:g} mm", 4, 2, tolerance, False)
     between = float(np.linalg.norm(references["engine"] - references["mujoco"], axis=1).max())
     result = {
         "strands": args.strands,

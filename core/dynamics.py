@@ -258,6 +258,20 @@ def forward_kinematics(
     data.op[...] = data.r + base_position[:, model.link_base]
 
 
+def end_displacements(model: Model, data: Data, turns: Any) -> Any:
+    """How far each link's end (3, N), m, moves to first order when every joint turns further
+    by the small rotation ``turns`` (3, N), rad, in its link's frame, at the configuration of
+    the last kinematics in ``data``: the sum over the link and its ancestors ``j`` of
+    ``e_j × (end − r_j)``, ``e_j`` the turn in world axes and ``r_j`` the joint's position."""
+    xp = model.xp
+    world = matvec(xp, data.oR, turns)
+    ends = data.r + data.oR[:, 1] * model.length
+    moments = cross(xp, world, data.r)
+    _accumulate_down(model, world, None, world)
+    _accumulate_down(model, moments, None, moments)
+    return cross(xp, world, ends) - moments
+
+
 def _centres_of_mass(model: Model, data: Data) -> None:
     """Centres of mass relative to each tree's reference point -> ``data.c``."""
     data.c[...] = data.r + data.oR[:, 1] * (0.5 * model.length)

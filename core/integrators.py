@@ -421,9 +421,9 @@ def first_order_step(state: State, trees: Any) -> None:
 
 
 def local_errors(model: Model, workspace: Data, state: State, out: State) -> Any:
-    """The local error estimate (m) of each tree's step from ``state`` to ``out`` ((T,)): the
-    largest distance between a link's end reached by the step and where the step's start
-    extrapolates it, times the ratio of the method's error to that difference.
+    """The local error estimate (m) of each tree's step from ``state`` to ``out`` ((T,)): how
+    far the difference between the step's rotations and those its start extrapolates moves the
+    links' ends, at most, times the ratio of the method's error to that difference.
 
     In the chart of the step's start ``q`` (``ξ = log(q⁻¹ ·)``), the step reached
     ``ξ⁺ = log(q⁻¹ q⁺)``. A first-order (backward-Euler) step is compared with ``P = h w``:
@@ -432,37 +432,35 @@ def local_errors(model: Model, workspace: Data, state: State, out: State) -> Any
     velocity ``w``, ``P = h w + ω² (ξ⁻ + h⁻ w)``, which misses by ``C_p h³ ξ⃛`` with
     ``C_p = (1 + 1/ω)/6`` where BDF2 misses by ``C h³ ξ⃛`` with
     ``C = (1 − 1/(ω(1 + 2ω)) − 3(1 + ω)/(1 + 2ω))/6`` (−2/9 at ``ω = 1``): the error is
-    ``|C|/(C_p − C)`` of ``ξ⁺ − P`` (0.4 at ``ω = 1``). The rotations ``q ⊗ exp(P)`` and
-    ``q⁺`` are carried to the links' ends by forward kinematics with the bases at the step's
-    end, in ``workspace`` (kinematics only: :meth:`.dynamics.Data.for_model`).
+    ``|C|/(C_p − C)`` of ``ξ⁺ − P`` (0.4 at ``ω = 1``). The difference is carried to the
+    links' ends to first order (:func:`.dynamics.end_displacements`) at ``out``'s
+    configuration, with forward kinematics in ``workspace`` (kinematics only:
+    :meth:`.dynamics.Data.for_model`).
 
     ``out.previous`` says which trees took the step in second order and its size;
     ``state.previous`` holds the history they extrapolated.
     """
     xp = model.xp
     record = out.previous
-    turn = record.h[model.link_tree] * state.w
+    inverse = spatial.quat_conjugate(xp, state.q)
+    difference = spatial.quat_log(xp, spatial.quat_multiply(xp, inverse, out.q))
+    difference -= record.h[model.link_tree] * state.w
     factor = xp.full(model.n_trees, 0.5, dtype=state.w.dtype)
     history = state.previous
     if history is not None and bool(model.backend.to_host(xp.any(record.second_order))):
         bdf2 = record.second_order
         omega = xp.where(bdf2, record.h / history.h, 1.0)
-        back = spatial.quat_log(
-            xp, spatial.quat_multiply(xp, spatial.quat_conjugate(xp, state.q), history.q)
-        )
+        back = spatial.quat_log(xp, spatial.quat_multiply(xp, inverse, history.q))
         squared = (omega * omega)[model.link_tree]
-        extrapolated = turn + squared * (back + history.h[model.link_tree] * state.w)
-        turn = xp.where(bdf2[model.link_tree], extrapolated, turn)
+        extrapolation = squared * (back + history.h[model.link_tree] * state.w)
+        difference -= xp.where(bdf2[model.link_tree], extrapolation, 0.0)
         widened = 1.0 + 2.0 * omega
         method = (1.0 - 1.0 / (omega * widened) - 3.0 * (1.0 + omega) / widened) / 6.0
         predictor = (1.0 + 1.0 / omega) / 6.0
         factor = xp.where(bdf2, -method / (predictor - method), factor)
-    ends = []
-    for q in (out.q, integrate_rotation(xp, state.q, turn, 1.0)):
-        dynamics.forward_kinematics(model, workspace, q, out.base_rotation, out.base_position)
-        ends.append(workspace.r + workspace.oR[:, 1] * model.length)
-    distance = xp.sqrt(xp.sum((ends[0] - ends[1]) ** 2, axis=0))
-    return factor * dynamics.tree_max(model, distance)
+    dynamics.forward_kinematics(model, workspace, out.q, out.base_rotation, out.base_position)
+    moved = dynamics.end_displacements(model, workspace, difference)
+    return factor * dynamics.tree_max(model, xp.sqrt(xp.sum(moved * moved, axis=0)))
 
 
 def next_step(model: Model, previous: PreviousStep, tolerance: float) -> float:

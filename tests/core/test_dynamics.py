@@ -394,6 +394,30 @@ def test_joint_load_does_the_virtual_work_of_point_forces(backend, branched):
 
 
 @pytest.mark.parametrize("branched", [False, True])
+def test_end_displacements_are_the_derivative_of_forward_kinematics(backend, branched):
+    """The first-order motion of every link's end under small joint turns ``q ⊗ exp(ε δθ)``
+    (:func:`end_displacements`, which the error control's estimate uses) equals the derivative
+    of forward kinematics by central differences."""
+    model, pose, rng = _random_model(backend, 7, branched)
+    data = Data.for_model(model)
+    xp, device, host = model.xp, backend.from_host, backend.to_host
+    q = device(_random_rotations(rng, model.n_links).T)
+    rotation, origin = device(pose[:3, :3, None]), device(pose[:3, 3, None])
+    turn = rng.normal(size=(3, model.n_links))
+    epsilon = 1e-6
+
+    def ends(sign):
+        step = spatial.quat_exp(xp, device(sign * epsilon * turn))
+        forward_kinematics(model, data, spatial.quat_multiply(xp, q, step), rotation, origin)
+        return host(data.op + model.length * data.oR[:, 1])
+
+    expected = (ends(1.0) - ends(-1.0)) / (2 * epsilon)
+    forward_kinematics(model, data, q, rotation, origin)
+    moved = host(dynamics.end_displacements(model, data, device(turn)))
+    np.testing.assert_allclose(moved, expected, rtol=0, atol=1e-7 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("branched", [False, True])
 def test_a_load_on_the_first_levels_solves_as_the_whole_load_there(backend, branched):
     """Forces on the links of the first levels only, as joint torques on those levels, and the
     solve stopped at a level: the torques and the solution there are the whole solve's, whose
