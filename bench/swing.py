@@ -190,10 +190,94 @@ def seconds_per_frame(advance: Callable[[], None], frames: int) -> float:
     return (time.perf_counter() - start) / frames
 
 
+SERIES_COLOURS = ("#1f77b4", "#2ca02c", "#d62728", "#7f7f7f", "#9467bd")
+
+
+def plot(rows: Sequence[dict], title: str) -> str:
+    """An SVG chart of tip error against seconds per frame, both on log scales: one line per
+    simulator (the tolerance runs as one series, labelled by tolerance), each point labelled
+    with its steps per frame."""
+    series: dict[str, list[dict]] = {}
+    for row in rows:
+        name = row["simulator"].split(", tolerance")[0]
+        if "tolerance" in row["simulator"]:
+            name += " by error"
+        series.setdefault(name, []).append(row)
+    width, height, margin = 720, 460, 70
+    xs = [math.log10(row["seconds_per_frame"]) for row in rows]
+    ys = [math.log10(1000 * row["tip_error_m"]) for row in rows]
+    x_low, x_high = math.floor(min(xs) * 2) / 2, math.ceil(max(xs) * 2) / 2
+    y_low, y_high = math.floor(min(ys)), math.ceil(max(ys))
+
+    def at(row: dict) -> tuple[float, float]:
+        x = math.log10(row["seconds_per_frame"])
+        y = math.log10(1000 * row["tip_error_m"])
+        return (
+            margin + (x - x_low) / (x_high - x_low) * (width - 2 * margin),
+            height - margin - (y - y_low) / (y_high - y_low) * (height - 2 * margin),
+        )
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{width / 2}" y="24" text-anchor="middle" font-size="14">{title}</text>',
+    ]
+    for decade in range(y_low, y_high + 1):
+        y = at({"seconds_per_frame": 10**x_low, "tip_error_m": 10**decade / 1000})[1]
+        parts.append(
+            f'<line x1="{margin}" x2="{width - margin}" y1="{y:.1f}" y2="{y:.1f}" '
+            'stroke="#ddd"/>'
+            f'<text x="{margin - 6}" y="{y + 4:.1f}" text-anchor="end">{10.0**decade:g}</text>'
+        )
+    tick = x_low
+    while tick <= x_high + 1e-9:
+        x = at({"seconds_per_frame": 10**tick, "tip_error_m": 10**y_low / 1000})[0]
+        parts.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{margin}" y2="{height - margin}" '
+            'stroke="#ddd"/>'
+            f'<text x="{x:.1f}" y="{height - margin + 16}" text-anchor="middle">'
+            f"{10**tick:.2g}</text>"
+        )
+        tick += 0.5
+    parts.append(
+        f'<text x="{width / 2}" y="{height - 24}" text-anchor="middle">'
+        "seconds per frame, 1,000 strands (log)</text>"
+        f'<text x="20" y="{height / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 20 {height / 2})">tip error, mm (log)</text>'
+    )
+    for index, (name, members) in enumerate(series.items()):
+        colour = SERIES_COLOURS[index % len(SERIES_COLOURS)]
+        points = [at(row) for row in members]
+        line = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+        parts.append(f'<polyline points="{line}" fill="none" stroke="{colour}"/>')
+        for (x, y), row in zip(points, members, strict=True):
+            label = (
+                row["simulator"].split("tolerance ")[1]
+                if "tolerance" in row["simulator"]
+                else f"{row['substeps']:g}"
+            )
+            parts.append(
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}"/>'
+                f'<text x="{x + 6:.1f}" y="{y - 6:.1f}" fill="{colour}">{label}</text>'
+            )
+        legend_y = margin + 18 * index
+        parts.append(
+            f'<rect x="{width - margin - 230}" y="{legend_y - 9}" width="12" height="12" '
+            f'fill="{colour}"/>'
+            f'<text x="{width - margin - 212}" y="{legend_y + 2}">{name}</text>'
+        )
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--strands", type=int, default=1000, help="strands of the timed case")
     parser.add_argument("--output", type=Path, help="JSON file (default: bench/results/...)")
+    parser.add_argument(
+        "--plot", type=Path, help="also write an SVG chart of error against time here"
+    )
     parser.add_argument(
         "--no-processes",
         dest="processes",
@@ -264,6 +348,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(result, indent=1))
+    if args.plot is not None:
+        args.plot.write_text(
+            plot(rows, "A 0.5 m strand swung near resonance for 2 s: accuracy against cost")
+        )
     print(f"| simulator | substeps | tip error, mm | s/frame ({args.strands} strands) |")
     print("|---|---|---|---|")
     for row in rows:
