@@ -261,11 +261,12 @@ def plot(rows: Sequence[dict], title: str) -> str:
                 f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}"/>'
                 f'<text x="{x + 6:.1f}" y="{y - 6:.1f}" fill="{colour}">{label}</text>'
             )
-        legend_y = margin + 18 * index
+        # Bottom left: no simulator is both that fast and that accurate.
+        legend_y = height - margin - 18 * (len(series) - index)
         parts.append(
-            f'<rect x="{width - margin - 230}" y="{legend_y - 9}" width="12" height="12" '
+            f'<rect x="{margin + 10}" y="{legend_y - 9}" width="12" height="12" '
             f'fill="{colour}"/>'
-            f'<text x="{width - margin - 212}" y="{legend_y + 2}">{name}</text>'
+            f'<text x="{margin + 28}" y="{legend_y + 2}">{name}</text>'
         )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"

@@ -61,8 +61,9 @@ class SolverSettings:
         The implicit method's order: 2 is BDF2, which keeps the slow swinging of hair alive and
         the motion nearly the same at any step size; a tree takes a first-order step where it
         has no usable history (the first step, after a reset, a step more than twice the last,
-        constraint forces: :class:`Scheme`) and goes on in second order; steps of changing size
-        take variable-step BDF2. 1 is backward Euler throughout,
+        constraint forces, the first half of a failed step and the step after its halves:
+        :class:`Scheme`, :class:`.state.StepMemory`) and goes on in second order; steps of
+        changing size take variable-step BDF2. 1 is backward Euler throughout,
         which damps the slow modes (a strand swinging near its first mode loses much of its
         swing at 4 substeps a frame).
     substeps : int
@@ -606,8 +607,9 @@ def step_implicit(
     h = _check_step(h)
     # Trees that took constraint forces in the last step take a first-order step: the
     # constraint pass reuses their factorisation, which is backward Euler's (constraints module,
-    # step 4).
-    scheme = Scheme.for_step(model, state, h, settings, memory.constrained)
+    # step 4). So do the trees restarting after a failed step (StepMemory.restart).
+    scheme = Scheme.for_step(model, state, h, settings, memory.constrained | memory.restart)
+    memory.restart[...] = False
     gamma = scheme.gamma
     w_new = first_guess(memory, state.w)
     q_new = scheme.rotations(xp, state.q, w_new)

@@ -103,11 +103,16 @@ class StepMemory:
         (:meth:`.constraints.ConstraintSolver.resolve`): their next free step is of first order
         and leaves the velocity derivative out of its factorisation, as the constraint pass
         needs it, and its first guess repeats their last change.
+    restart : (T,) bool
+        The trees whose next step is of first order whatever their history: the first half of
+        a step redone because it failed, and the step after its halves
+        (:class:`.stepping.Stepper`). Their next step clears it.
     """
 
     dw: Any
     dw_previous: Any
     constrained: Any
+    restart: Any
     dw_count: int = 0
 
     @classmethod
@@ -117,11 +122,16 @@ class StepMemory:
             xp.zeros((3, model.n_links), dtype=dtype),
             xp.zeros((3, model.n_links), dtype=dtype),
             xp.zeros(model.n_trees, dtype=bool),
+            xp.zeros(model.n_trees, dtype=bool),
         )
 
     def copy(self) -> StepMemory:
         return StepMemory(
-            self.dw.copy(), self.dw_previous.copy(), self.constrained.copy(), self.dw_count
+            self.dw.copy(),
+            self.dw_previous.copy(),
+            self.constrained.copy(),
+            self.restart.copy(),
+            self.dw_count,
         )
 
     def restore(self, other: StepMemory) -> None:
@@ -129,6 +139,7 @@ class StepMemory:
         self.dw[...] = other.dw
         self.dw_previous[...] = other.dw_previous
         self.constrained[...] = other.constrained
+        self.restart[...] = other.restart
         self.dw_count = other.dw_count
 
     def forget(self) -> None:
@@ -136,11 +147,16 @@ class StepMemory:
         reset."""
         self.dw_count = 0
         self.constrained[...] = False
+        self.restart[...] = False
 
     def of_trees(self, links: Any, trees: Any) -> StepMemory:
         """A copy of the part of some trees (their level-major ``links`` and ``trees``)."""
         return StepMemory(
-            self.dw[:, links], self.dw_previous[:, links], self.constrained[trees], self.dw_count
+            self.dw[:, links],
+            self.dw_previous[:, links],
+            self.constrained[trees],
+            self.restart[trees],
+            self.dw_count,
         )
 
     def put(self, part: StepMemory, links: Any, trees: Any) -> None:
@@ -148,6 +164,7 @@ class StepMemory:
         self.dw[:, links] = part.dw
         self.dw_previous[:, links] = part.dw_previous
         self.constrained[trees] = part.constrained
+        self.restart[trees] = part.restart
 
 
 @dataclass

@@ -409,6 +409,9 @@ class Stepper:
         start = _StepStart.of(self.memory, constrain)
         deepest = depth >= settings.max_subdivision_depth
         failing: np.ndarray | None = None  # None: the whole model's step is redone
+        # The trees whose step failed (None: every tree), not only missed the tolerance: their
+        # halves restart in first order (StepMemory.restart).
+        failed: np.ndarray | None = None
         try:
             # An attempt that diverges may overflow on its way; it is found out by its
             # non-finite values or its Newton updates and redone, so NumPy's warnings would only
@@ -440,6 +443,7 @@ class Stepper:
                 elif constrain is not None:
                     fallen, failing = self._constrain(state, h, spare, failing, deepest)
                     stats = replace(stats, fallbacks=stats.fallbacks + fallen)
+                failed = failing
                 if failing is not None and settings.tolerance is not None and not deepest:
                     failing = np.union1d(failing, self._inaccurate_trees(spare))
                     if len(failing) and not self._divisible(failing):
@@ -447,11 +451,11 @@ class Stepper:
         except SimulationDivergedError:
             if deepest:
                 raise
-            failing = None
+            failing = failed = None
         if failing is not None and not len(failing):
             return spare, state, stats
         if failing is not None and self._divisible(failing):
-            first, second = self._redo_alone(failing, state, spare, end, h, start, depth)
+            first, second = self._redo_alone(failing, failed, state, spare, end, h, start, depth)
             largest = float(model.backend.to_host(model.xp.max(data.tree_update)))
             return (
                 spare,
@@ -464,8 +468,11 @@ class Stepper:
                     stats.fallbacks + first.fallbacks + second.fallbacks,
                 ),
             )
+        restart = self.model.xp.ones(model.n_trees, dtype=bool)
+        if failed is not None:
+            restart = integrators.tree_mask(model, failed)
         state, spare, first, second = self._in_halves(
-            (state, spare), end, h, report_residual, depth, start
+            (state, spare), end, h, report_residual, depth, start, restart
         )
         subdivisions = 1 + first.subdivisions + second.subdivisions
         return (
@@ -488,12 +495,19 @@ class Stepper:
         report_residual: bool,
         depth: int,
         start: _StepStart,
+        restart: Any,
     ) -> tuple[State, State, StepStats, StepStats]:
         """The step of ``h`` ending at ``end`` taken as two half steps from what the steps before
         left (``start``: what the failed attempt overwrote is forgotten); returns ``(current,
-        spare, first half's stats, second's)``."""
+        spare, first half's stats, second's)``.
+
+        The ``restart`` trees ((T,) bool) failed: their first half and the step after the halves
+        are of first order (the history carried them into the failure; backward Euler damps
+        what BDF2 keeps). The others (which only missed the tolerance) go on in second order
+        with the halves' step ratios."""
         memory = self.memory
         memory.restore(start.memory)
+        memory.restart |= restart
         # A half step changes the velocity by about half as much. The last two changes are a
         # whole step apart, too far apart for the first half step to extrapolate them.
         memory.dw *= 0.5
@@ -507,6 +521,7 @@ class Stepper:
         # extrapolation is damped).
         memory.dw *= 2.0
         memory.dw_previous *= 2.0
+        memory.restart |= restart
         return state, spare, first, second
 
     @functools.cached_property
@@ -556,6 +571,7 @@ class Stepper:
     def _redo_alone(
         self,
         trees: np.ndarray,
+        failed: np.ndarray,
         state: State,
         out: State,
         end: float,
@@ -566,7 +582,8 @@ class Stepper:
         """Redo the step of ``trees`` (host indices) from ``state`` as two half steps on a model
         of their own (:func:`.model.select_trees`), into their part of ``out``, where the other
         trees' step stays; their memory of the step (velocity changes, constraint forces,
-        contacts) goes back into this stepper's. Returns the halves' statistics.
+        contacts) goes back into this stepper's. Those of them in ``failed`` (host indices)
+        restart in first order (:meth:`_in_halves`). Returns the halves' statistics.
 
         The halves are driven as the whole model's would be (the base and the animated control
         sampled at their ends, the force fields evaluated at their starts); the strand
@@ -611,8 +628,9 @@ class Stepper:
             for spare in (False, True)
         )
         part_start = _StepStart(part_memory.copy(), None if constrain is None else constrain.memory)
+        restart = backend.from_host(np.isin(trees, failed))
         current, _, first, second = part_stepper._in_halves(
-            part_states, end, h, False, depth, part_start
+            part_states, end, h, False, depth, part_start, restart
         )
         out.q[:, chosen] = current.q
         out.w[:, chosen] = current.w

@@ -585,16 +585,18 @@ def _with_history(backend, model, state, rng, h):
     return state
 
 
-def test_bdf2_step_converges_to_dense_reference(backend):
+@pytest.mark.parametrize("ratio", [1.0, 2.0, 0.5])
+def test_bdf2_step_converges_to_dense_reference(backend, ratio):
     """The articulated-body Newton iteration with BDF2's coefficients ends where Newton's method
     with the dense finite-difference Jacobian of the BDF2 residual does, on a branched tree with
-    springs, damping and drag whose base sways."""
+    springs, damping and drag whose base sways; at a fixed step and after a step of half and of
+    twice this one's size (variable-step BDF2, step ratios 2 and 1/2)."""
     rng = np.random.default_rng(11)
     model, control, state = _swaying_at_random_velocities(
         backend, rng, random_tree(rng), DAMPED_TREE
     )
     h = 1 / 96
-    state = _with_history(backend, model, state, rng, h)
+    state = _with_history(backend, model, state, rng, h / ratio)
     settings = SolverSettings(newton_tolerance=1e-12, newton_max_iterations=60)
     scheme = Scheme.for_step(model, state, h, settings, model.xp.zeros(model.n_trees, dtype=bool))
     assert scheme.offset is not None
