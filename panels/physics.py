@@ -206,6 +206,8 @@ class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):
             layout.prop(props, "substeps")
         else:
             layout.prop(props, "error_tolerance")
+            if props.solver_method == "EXPLICIT":
+                layout.label(text="By Error needs the Implicit method", icon="ERROR")
         column = layout.column(align=True)
         column.active = props.solver_method == "IMPLICIT"
         column.prop(props, "solver_order")

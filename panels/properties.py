@@ -698,7 +698,10 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
     )
     substep_unit: EnumProperty(
         name="Steps",
-        description="Whether the simulation's step is set per frame or per second of animation",
+        description=(
+            "Whether the simulation's step is set per frame, per second of animation, or by "
+            "the error each step may make"
+        ),
         items=[
             (
                 "SECOND",

@@ -158,6 +158,22 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
     assert "Save the file to bake hair curves (cached next to it)" in labels
 
 
+def test_the_solver_panel_offers_steps_by_error():
+    """Steps By Error shows its tolerance instead of a step count, and warns in the panel where
+    the Explicit method cannot take it."""
+    ob = poly_curve("strand", [[(0, 0, 0), (0, 0, -0.2)]])
+    add_strand_system(ob)
+    (panel,) = [cls for cls in _panels() if cls.bl_label == "Solver"]
+    ob.oriented_strands.substep_unit = "ERROR"
+    drawn = _draw(panel, bpy.context)
+    shown = {name for kind, name in drawn if kind == "prop"}
+    assert "error_tolerance" in shown
+    assert not {"substeps", "steps_per_second"} & shown
+    assert not any(kind == "label" for kind, _ in drawn)
+    ob.oriented_strands.solver_method = "EXPLICIT"
+    assert ("label", "By Error needs the Implicit method") in _draw(panel, bpy.context)
+
+
 def test_the_bake_panel_lists_what_was_baked():
     ob = poly_curve("strand", [[(0, 0, 0), (0, 0, -0.2)]])
     bpy.context.scene.frame_end = 3
