@@ -17,7 +17,7 @@ BLENDER_LTS := $(VENV)/blender-lts
 BLENDER_SANDBOX = sandbox=$$(mktemp -d) && trap 'rm -rf "$$sandbox"' EXIT && \
 	BLENDER_USER_RESOURCES=$$sandbox
 
-.PHONY: test test-engine test-blender test-blender-lts venvs demo bench build lint format clean
+.PHONY: test test-engine test-blender test-blender-lts venvs demo gallery bench build lint format clean
 
 test: test-engine test-blender test-blender-lts
 
@@ -35,6 +35,10 @@ venvs: $(ENGINE)/editable.stamp $(BLENDER)/editable.stamp $(BLENDER_LTS)/editabl
 # -P keeps the current folder off sys.path, so the demo imports the package the way users do.
 demo: $(BLENDER)/editable.stamp
 	$(BLENDER_SANDBOX) $(BLENDER)/bin/python -P -m oriented_strands.demo
+
+# Bakes and renders examples/ into docs/gallery (about 15 minutes on two cores).
+gallery: $(BLENDER)/editable.stamp
+	$(BLENDER_SANDBOX) $(BLENDER)/bin/python examples/gallery.py --output docs/gallery
 
 bench: $(BLENDER)/editable.stamp
 	$(BLENDER_SANDBOX) $(BLENDER)/bin/python bench/run.py

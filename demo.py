@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import staging
+
 HEAD_CENTRE = np.array([0.0, 0.0, 1.62])
 HEAD_RADIUS = 0.1
 FPS = 24
@@ -73,89 +75,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _link(bpy, ob):
-    bpy.context.scene.collection.objects.link(ob)
-    return ob
-
-
-def _with_nodes(datablock):
-    """``datablock`` (a material or world) with its node tree: Blender 5 makes one with it,
-    4.2 when asked (the switch is deprecated in 5)."""
-    if datablock.node_tree is None:
-        datablock.use_nodes = True
-    return datablock
-
-
-def _material(bpy, name: str, color: tuple[float, float, float], roughness: float = 0.5):
-    material = _with_nodes(bpy.data.materials.new(name))
-    shader = material.node_tree.nodes["Principled BSDF"]
-    shader.inputs["Base Color"].default_value = (*color, 1.0)
-    shader.inputs["Roughness"].default_value = roughness
-    material.diffuse_color = (*color, 1.0)
-    return material
-
-
-def _hair_material(bpy):
-    """Brown hair: the Principled Hair BSDF by melanin."""
-    material = _with_nodes(bpy.data.materials.new("Hair"))
-    nodes, links = material.node_tree.nodes, material.node_tree.links
-    nodes.remove(nodes["Principled BSDF"])
-    hair = nodes.new("ShaderNodeBsdfHairPrincipled")
-    hair.parametrization = "MELANIN"
-    hair.inputs["Melanin"].default_value = 0.65
-    hair.inputs["Melanin Redness"].default_value = 0.55
-    hair.inputs["Roughness"].default_value = 0.3
-    hair.inputs["Random Roughness"].default_value = 0.2
-    links.new(hair.outputs[0], nodes["Material Output"].inputs["Surface"])
-    material.diffuse_color = (0.22, 0.12, 0.06, 1.0)
-    return material
-
-
-def _poly_curve(bpy, name: str, splines: list[np.ndarray]):
-    curve = bpy.data.curves.new(name, "CURVE")
-    curve.dimensions = "3D"
-    for points in splines:
-        spline = curve.splines.new("POLY")
-        spline.points.add(len(points) - 1)
-        spline.points.foreach_set("co", np.hstack([points, np.ones((len(points), 1))]).ravel())
-    return _link(bpy, bpy.data.objects.new(name, curve))
-
-
-def _sphere_mesh(bpy, name: str, radius: float, scale=(1.0, 1.0, 1.0), rings: int = 24):
-    import bmesh
-
-    mesh = bpy.data.meshes.new(name)
-    shape = bmesh.new()
-    shape.loops.layers.uv.new("UVMap")
-    bmesh.ops.create_uvsphere(
-        shape, u_segments=2 * rings, v_segments=rings, radius=radius, calc_uvs=True
-    )
-    bmesh.ops.scale(shape, vec=scale, verts=shape.verts)
-    shape.to_mesh(mesh)
-    shape.free()
-    mesh.shade_smooth()
-    return mesh
-
-
-def _cylinder_mesh(bpy, name: str, radius: float, depth: float):
-    import bmesh
-
-    mesh = bpy.data.meshes.new(name)
-    shape = bmesh.new()
-    bmesh.ops.create_cone(
-        shape, cap_ends=True, segments=32, radius1=radius, radius2=radius, depth=depth
-    )
-    shape.to_mesh(mesh)
-    shape.free()
-    mesh.shade_smooth()
-    return mesh
-
-
 def _rig(bpy, frames: int):
     """An armature: a neck, the head on it, and two shoulders. The head turns left and right
     and nods, the shoulders shrug once, all keyed every half second after a still second."""
     armature = bpy.data.armatures.new("Rig")
-    rig = _link(bpy, bpy.data.objects.new("Rig", armature))
+    rig = staging.link(bpy, bpy.data.objects.new("Rig", armature))
     bpy.context.view_layer.objects.active = rig
     bpy.ops.object.mode_set(mode="EDIT")
     neck = armature.edit_bones.new("neck")
@@ -201,20 +125,26 @@ def _bust(bpy, rig, skin, plinth):
     """The head, parented to the head bone, and the shoulders, deformed by the shoulder bones,
     on a stand; both collide with the hair (the head as a sphere, the shoulders as a deforming
     mesh)."""
-    head = _link(bpy, bpy.data.objects.new("Head", _sphere_mesh(bpy, "Head", HEAD_RADIUS)))
+    head = staging.link(
+        bpy, bpy.data.objects.new("Head", staging.sphere_mesh(bpy, "Head", HEAD_RADIUS))
+    )
     head.location = tuple(HEAD_CENTRE)
     head.data.materials.append(skin)
     _on_bone(head, rig, "head")
     head.oriented_strands_obstacle.use_obstacle = True
     head.oriented_strands_obstacle.shape = "SPHERE"
 
-    neck = _link(bpy, bpy.data.objects.new("Neck", _cylinder_mesh(bpy, "Neck", 0.045, 0.22)))
+    neck = staging.link(
+        bpy, bpy.data.objects.new("Neck", staging.cylinder_mesh(bpy, "Neck", 0.045, 0.22))
+    )
     neck.location = (0.0, 0.0, 1.45)
     neck.data.materials.append(skin)
     _on_bone(neck, rig, "neck")
-    body = _link(
+    body = staging.link(
         bpy,
-        bpy.data.objects.new("Shoulders", _sphere_mesh(bpy, "Shoulders", 1.0, (0.24, 0.12, 0.15))),
+        bpy.data.objects.new(
+            "Shoulders", staging.sphere_mesh(bpy, "Shoulders", 1.0, (0.24, 0.12, 0.15))
+        ),
     )
     body.location = (0.0, 0.0, 1.26)
     body.data.materials.append(skin)
@@ -232,28 +162,14 @@ def _bust(bpy, rig, skin, plinth):
     for index in np.nonzero(share)[0]:
         neck.add([int(index)], float(share[index]), "REPLACE")
     body.modifiers.new("Armature", "ARMATURE").object = rig
-    stand = _link(bpy, bpy.data.objects.new("Stand", _cylinder_mesh(bpy, "Stand", 0.07, 1.2)))
+    stand = staging.link(
+        bpy, bpy.data.objects.new("Stand", staging.cylinder_mesh(bpy, "Stand", 0.07, 1.2))
+    )
     stand.location = (0.0, 0.0, 0.6)
     stand.data.materials.append(plinth)
     body.oriented_strands_obstacle.use_obstacle = True
     body.oriented_strands_obstacle.shape = "MESH"
     return head, body
-
-
-def _scalp_roots(count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Polar angle and azimuth of ``count`` roots on the scalp: a Fibonacci lattice above the
-    ears, less the face (front, -y, below the hairline)."""
-    candidates = 3 * count
-    index = np.arange(candidates) + 0.5
-    z = 1.0 - index / candidates * (1.0 - math.sin(math.radians(-5.0)))
-    polar = np.arccos(z)
-    azimuth = (index * math.pi * (3.0 - math.sqrt(5.0))) % (2.0 * math.pi)
-    from_front = np.abs(((azimuth + 0.5 * math.pi) + math.pi) % (2.0 * math.pi) - math.pi)
-    keep = (polar < math.radians(50.0)) | (from_front > math.radians(55.0))
-    keep &= ~((polar > math.radians(70.0)) & (from_front > math.radians(120.0)))
-    chosen = np.nonzero(keep)[0]
-    chosen = chosen[np.linspace(0, len(chosen) - 1, count).round().astype(int)]
-    return polar[chosen], azimuth[chosen]
 
 
 def _bob(points: int, polar: np.ndarray, azimuth: np.ndarray) -> list[np.ndarray]:
@@ -287,7 +203,7 @@ def _hair(bpy, head, size: Size, material):
     bpy.ops.object.curves_empty_hair_add()
     hair = bpy.context.active_object
     hair.name = hair.data.name = "Hair"
-    guides = _bob(9, *_scalp_roots(size.guides))
+    guides = _bob(9, *staging.scalp_roots(size.guides))
     hair.data.add_curves([len(g) for g in guides])
     hair.data.attributes["position"].data.foreach_set(
         "vector", np.concatenate(guides).astype(np.float32).ravel()
@@ -306,7 +222,7 @@ def _ponytail(bpy, head, strands: int, material):
         direction = np.array([rng.normal(0.0, 0.08), 0.45, -1.0])
         along = np.linspace(0.0, 0.34, 12)[:, None]
         splines.append(tie + offset + along * direction / np.linalg.norm(direction))
-    ponytail = _poly_curve(bpy, "Ponytail", splines)
+    ponytail = staging.poly_curve(bpy, "Ponytail", splines)
     ponytail.data.materials.append(material)
     ponytail.parent = head
     ponytail.matrix_parent_inverse = head.matrix_world.inverted()
@@ -319,7 +235,7 @@ def _tree(bpy, bark):
     left = np.array([trunk[1] + 0.6 * (trunk[2] - trunk[1]), [0.65, 0.45, 1.05], [0.5, 0.5, 1.3]])
     right = np.array([trunk[2], [1.1, 0.35, 1.4], [1.25, 0.3, 1.6]])
     twig = np.array([right[1], [1.15, 0.5, 1.62]])
-    tree = _poly_curve(bpy, "Tree", [trunk, left, right, twig])
+    tree = staging.poly_curve(bpy, "Tree", [trunk, left, right, twig])
     tree.data.materials.append(bark)
     return tree
 
@@ -346,7 +262,7 @@ def _leaves(bpy, tree_rig, count: int, material):
     mesh = bpy.data.meshes.new("Leaves")
     mesh.from_pydata(np.array(vertices).tolist(), [], faces)
     mesh.materials.append(material)
-    leaves = _link(bpy, bpy.data.objects.new("Leaves", mesh))
+    leaves = staging.link(bpy, bpy.data.objects.new("Leaves", mesh))
     for face, name in enumerate(owners):
         group = leaves.vertex_groups.get(name) or leaves.vertex_groups.new(name=name)
         group.add(list(faces[face]), 1.0, "REPLACE")
@@ -366,82 +282,6 @@ def _gusts(bpy):
     wind.field.strength = 4.0
     wind.field.noise = 0.6
     return wind
-
-
-def _stage(bpy, size: Size, materials: dict) -> None:
-    """Ground, three-point lighting, a camera framing the bust and the tree, Cycles."""
-    import bmesh
-
-    scene = bpy.context.scene
-    mesh = bpy.data.meshes.new("Ground")
-    shape = bmesh.new()
-    bmesh.ops.create_grid(shape, x_segments=1, y_segments=1, size=40.0)
-    shape.to_mesh(mesh)
-    shape.free()
-    ground = _link(bpy, bpy.data.objects.new("Ground", mesh))
-    ground.data.materials.append(materials["ground"])
-
-    camera = _link(bpy, bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera")))
-    camera.location = (0.48, -2.9, 1.27)
-    camera.rotation_euler = (math.radians(89.0), 0.0, 0.0)
-    camera.data.lens = 50.0
-    scene.camera = camera
-    for name, kind, energy, location, rotation in (
-        ("Key", "AREA", 220.0, (-1.2, -1.4, 2.5), (50.0, 0.0, -40.0)),
-        ("Fill", "AREA", 60.0, (1.8, -1.6, 1.6), (70.0, 0.0, 50.0)),
-        ("Rim", "AREA", 160.0, (0.3, 1.6, 2.4), (-55.0, 0.0, 10.0)),
-    ):
-        light = _link(bpy, bpy.data.objects.new(name, bpy.data.lights.new(name, kind)))
-        light.data.energy = energy
-        light.data.size = 1.2
-        light.location = location
-        light.rotation_euler = tuple(math.radians(a) for a in rotation)
-    world = _with_nodes(bpy.data.worlds.new("Sky"))
-    world.node_tree.nodes["Background"].inputs["Color"].default_value = (0.5, 0.55, 0.62, 1.0)
-    world.node_tree.nodes["Background"].inputs["Strength"].default_value = 0.4
-    world.color = (0.5, 0.55, 0.62)
-    scene.world = world
-
-    scene.render.engine = "CYCLES"
-    scene.cycles.device = "CPU"
-    scene.cycles.samples = size.samples
-    scene.cycles.use_denoising = True
-    scene.render.resolution_x, scene.render.resolution_y = size.still
-    scene.render.resolution_percentage = 100
-    scene.view_settings.view_transform = "AgX" if _has_agx(scene) else "Filmic"
-
-
-def _has_agx(scene) -> bool:
-    items = scene.view_settings.bl_rna.properties["view_transform"].enum_items
-    return "AgX" in {item.identifier for item in items}
-
-
-def _render_video(bpy, output: Path, size: Size) -> Path:
-    """The whole shot at 12 frames a second (every other frame, so it plays in real time),
-    small and with few samples, into an MP4 (Blender's FFmpeg). Cycles: Workbench draws
-    tens of thousands of hairs in software here, three times slower."""
-    scene = bpy.context.scene
-    settings, render = scene.render.image_settings, scene.render
-    kept = (render.resolution_x, render.resolution_y, scene.cycles.samples, render.fps)
-    render.resolution_x, render.resolution_y = size.video
-    scene.cycles.samples = max(1, size.samples // 6)
-    scene.frame_step, render.fps = 2, FPS // 2
-    if "media_type" in settings.bl_rna.properties:
-        settings.media_type = "VIDEO"
-    settings.file_format = "FFMPEG"
-    render.ffmpeg.format = "MPEG4"
-    render.ffmpeg.codec = "H264"
-    render.ffmpeg.constant_rate_factor = "MEDIUM"
-    render.filepath = str(output / "shot.mp4")
-    try:
-        bpy.ops.render.render(animation=True)
-    finally:
-        if "media_type" in settings.bl_rna.properties:
-            settings.media_type = "IMAGE"
-        settings.file_format = "PNG"
-        render.resolution_x, render.resolution_y, scene.cycles.samples, render.fps = kept
-        scene.frame_step = 1
-    return output / "shot.mp4"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -472,12 +312,12 @@ def main(argv: list[str] | None = None) -> int:
         scene.render.fps = FPS
         scene.frame_start, scene.frame_end = 1, size.frames
         materials = {
-            "skin": _material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45),
-            "hair": _hair_material(bpy),
-            "bark": _material(bpy, "Bark", (0.25, 0.17, 0.1), 0.8),
-            "leaf": _material(bpy, "Leaf", (0.12, 0.32, 0.07), 0.6),
-            "ground": _material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9),
-            "stand": _material(bpy, "Stand", (0.08, 0.08, 0.09), 0.4),
+            "skin": staging.material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45),
+            "hair": staging.hair_material(bpy),
+            "bark": staging.material(bpy, "Bark", (0.25, 0.17, 0.1), 0.8),
+            "leaf": staging.material(bpy, "Leaf", (0.12, 0.32, 0.07), 0.6),
+            "ground": staging.material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9),
+            "stand": staging.material(bpy, "Stand", (0.08, 0.08, 0.09), 0.4),
         }
         rig = _rig(bpy, size.frames)
         head, _body = _bust(bpy, rig, materials["skin"], materials["stand"])
@@ -555,7 +395,20 @@ def main(argv: list[str] | None = None) -> int:
                 ob.hide_set(True)
         lap("baked and exported")
 
-        _stage(bpy, size, materials)
+        staging.stage(
+            bpy,
+            camera=(0.48, -2.9, 1.27),
+            target=(0.48, 0.0, 1.2194),
+            lens=50.0,
+            samples=size.samples,
+            resolution=size.still,
+            ground=materials["ground"],
+            lights=[
+                ("Key", 220.0, (-1.2, -1.4, 2.5), (50.0, 0.0, -40.0)),
+                ("Fill", 60.0, (1.8, -1.6, 1.6), (70.0, 0.0, 50.0)),
+                ("Rim", 160.0, (0.3, 1.6, 2.4), (-55.0, 0.0, 10.0)),
+            ],
+        )
         bpy.ops.wm.save_mainfile()
         rendered = []
         for frame in (1, size.frames // 2, size.frames):
@@ -564,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
             bpy.ops.render.render(write_still=True)
             rendered.append(scene.render.filepath)
         lap("stills rendered (Cycles)")
-        video = _render_video(bpy, output, size)
+        # Cycles: Workbench draws tens of thousands of hairs in software here, three times
+        # slower.
+        video = staging.render_clip(bpy, output / "shot.mp4", size.video, max(1, size.samples // 6))
         lap("video rendered (Cycles)")
         children = bpy.data.objects["Hair_children"]
         grown = len(children.evaluated_get(bpy.context.evaluated_depsgraph_get()).data.curves)

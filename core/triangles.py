@@ -230,8 +230,11 @@ def query_surface(
 
 
 def _cell(xp: Any, positions: Any, origin: Any, cell: float, shape: Any) -> Any:
-    """Grid cell (3, n) of positions (3, n), clamped to the grid."""
-    index = xp.floor((positions - origin) / cell).astype(shape.dtype)
+    """Grid cell (3, n) of positions (3, n), clamped to the grid; the first cell for a
+    position that is not finite (a diverging step's, whose distances come out NaN)."""
+    offset = positions - origin
+    offset = xp.where(xp.isfinite(offset), offset, 0.0)
+    index = xp.floor(offset / cell).astype(shape.dtype)
     return xp.clip(index, 0, shape - 1)
 
 

@@ -222,6 +222,34 @@ def test_sweep_catches_points_crossing_thin_obstacles_within_one_step(backend):
         assert np.all(np.diag(distance) > 0.02)
 
 
+def test_a_point_that_is_not_finite_gets_no_contact_and_stops_nothing(backend):
+    """A diverging step's point (NaN) swept beside finite ones, against a mesh collided on its
+    distance grid, a deforming mesh collided on its triangles and a sphere: no contact for it,
+    no finite distance (NaN; infinite, far from every triangle, on the deforming mesh), and the
+    finite points answered as without it (a grid lookup once cast the
+    NaN to an index and stopped the bake with an IndexError)."""
+    vertices, triangles = _box_mesh([0.03, 0.03, 0.005])
+    shapes = [
+        TriangleMesh(vertices, triangles, cell_size=0.0025),
+        TriangleMesh(vertices, triangles, cell_size=0.0025, deforming=True),
+        Sphere(0.01),
+    ]
+    obstacles = build_obstacles(shapes, backend)
+    poses = np.stack([np.eye(4)] * 3)
+    poses[:, 0, 3] = [0.0, 1.0, 2.0]
+    start = np.array([[0.0, 1.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.04, 0.04, 0.04, 0.04]])
+    end = start - [[0.0], [0.0], [0.08]]
+    end[:, 3] = np.nan
+    contacts = _sweep(backend, obstacles, poses, start, end, np.full(4, 0.001))
+    np.testing.assert_array_equal(contacts["point"], [0, 1, 2])
+    np.testing.assert_array_equal(contacts["obstacle"], [0, 1, 2])
+    motion = ObstacleMotion.from_host(obstacles, poses)
+    distance = backend.to_host(signed_distances(obstacles, motion, backend.from_host(end))[0])
+    assert not np.isfinite(distance[3]).any()
+    alone = signed_distances(obstacles, motion, backend.from_host(end[:, :3]))[0]
+    np.testing.assert_array_equal(distance[:3], backend.to_host(alone))
+
+
 def test_animated_obstacles_report_their_surface_velocity_and_sweep_relative_motion(backend):
     """A spinning, moving sphere: the contact's obstacle velocity is ``v + ω × (x_s − c)`` at the
     surface point ``x_s``. A plane rising at 8 m/s reaches a still point 5 cm above it within

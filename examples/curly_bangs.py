@@ -1,0 +1,155 @@
+"""Curly bangs: a curly rest shape held under gravity (the method paper's §7 curls).
+
+Forty curls hang over the forehead of a head that is still for a second, shakes and nods, and
+is still again. The curls are drawn as helices; *Rest Shape: Hold Drawn Shape* makes the drawn
+curls the shape they keep under gravity (the zero-gravity rest shape), so they neither sag
+straight nor drift while the head is still, and spring back after it moves. They collide with
+the head.
+
+Run from the repository root in the Blender venv::
+
+    python examples/curly_bangs.py --output gallery_output
+
+Its figures: how far any point moved from its place at the first frame (in the head's frame)
+while the head was still at the start, as a share of the curls' length; how far the curls swung
+while the head moved; where they are at the end; the deepest point inside the head.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from oriented_strands import staging
+
+HEAD = np.array([0.0, 0.0, 1.5])
+HEAD_RADIUS = 0.1
+CURL_POINTS = 33
+CURL_LENGTH = 0.14  # m, down the curl's axis
+TURNS = 3.0
+CURL_RADIUS = 0.012
+# The curls' axis below the first 2 cm: down and a little forward.
+FALL = np.array([0.0, -0.35, -1.0]) / math.hypot(0.35, 1.0)
+
+
+def _roots(count: int) -> np.ndarray:
+    """Roots along the front hairline: from 40° to 55° below the top, 70° either side of the
+    front (-y), staggered in two rows."""
+    azimuth = np.linspace(-70.0, 70.0, count) - 90.0
+    polar = np.where(np.arange(count) % 2, 42.0, 52.0)
+    a, p = np.radians(azimuth), np.radians(polar)
+    normal = np.stack((np.sin(p) * np.cos(a), np.sin(p) * np.sin(a), np.cos(p)), axis=1)
+    return HEAD + HEAD_RADIUS * normal
+
+
+def _curls(count: int) -> list[np.ndarray]:
+    """A helix from each root, its axis leaving the head along the scalp's normal for 5 cm and
+    then falling down and a little forward, clear of the face."""
+    curls = []
+    rng = np.random.default_rng(7)
+    for root in _roots(count):
+        normal = (root - HEAD) / HEAD_RADIUS
+        s = np.linspace(0.0, 1.0, CURL_POINTS)
+        axis = (
+            root[None]
+            + 0.05 * np.minimum(s / 0.15, 1.0)[:, None] * normal
+            + (CURL_LENGTH * np.maximum(s - 0.15, 0.0) / 0.85)[:, None] * FALL
+        )
+        phase = rng.uniform(0.0, 2.0 * math.pi)
+        angle = 2.0 * math.pi * TURNS * s + phase
+        # The curl widens from the root, round the falling axis.
+        radius = CURL_RADIUS * np.minimum(s / 0.2, 1.0)
+        first = np.array([1.0, 0.0, 0.0])
+        second = np.cross(FALL, first)
+        across = np.cos(angle)[:, None] * first + np.sin(angle)[:, None] * second
+        curls.append(axis + radius[:, None] * across)
+    return curls
+
+
+def build(bpy, quick: bool) -> staging.Example:
+    scene = bpy.context.scene
+    seconds = 2.0 if quick else 4.0
+    fps = 24
+    scene.render.fps = fps
+    scene.frame_start, scene.frame_end = 1, 1 + round(seconds * fps)
+
+    def frame(fraction: float) -> int:
+        return 1 + round(fraction * seconds * fps)
+
+    count = 12 if quick else 40
+    skin = staging.material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45)
+    hair = staging.hair_material(bpy, "Curls", melanin=0.35, redness=0.8)
+    ground = staging.material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9)
+
+    head = staging.link(
+        bpy, bpy.data.objects.new("Head", staging.sphere_mesh(bpy, "Head", HEAD_RADIUS))
+    )
+    head.location = tuple(HEAD)
+    head.data.materials.append(skin)
+    head.oriented_strands_obstacle.use_obstacle = True
+    head.oriented_strands_obstacle.shape = "SPHERE"
+    neck = staging.link(
+        bpy, bpy.data.objects.new("Neck", staging.cylinder_mesh(bpy, "Neck", 0.05, 1.4, 0.045))
+    )
+    neck.location = (0.0, 0.02, 0.7)
+    neck.data.materials.append(skin)
+    # Still for the first quarter, then a shake and a nod, still again from 70 %.
+    moves = ((0.25, 0.0, 0.0), (0.33, 0.0, 35.0), (0.43, 0.0, -35.0), (0.5, 0.0, 0.0))
+    moves += ((0.57, 20.0, 0.0), (0.63, -10.0, 0.0), (0.7, 0.0, 0.0))
+    staging.keyed(head, "rotation_euler", 1, (0.0, 0.0, 0.0))
+    for at, nod, shake in moves:
+        turn = (math.radians(nod), 0.0, math.radians(shake))
+        staging.keyed(head, "rotation_euler", frame(at), turn)
+
+    curls = staging.poly_curve(bpy, "Curls", _curls(count))
+    curls.data.materials.append(hair)
+    scene.frame_set(1)
+    staging.parent_keeping_place(bpy, curls, head)
+    parameters = {
+        "segment_count": CURL_POINTS - 1,
+        "radius": 0.0015,
+        "rest_shape": "HOLD_UNDER_GRAVITY",
+        "youngs_modulus": 2.0,
+        "collision_radius": 0.003,
+    }
+    staging.add_strand_system(bpy, curls, parameters)
+
+    def measure(played: dict, matrices: np.ndarray) -> dict:
+        points = played["Curls"]
+        local = staging.in_frame(points, matrices)
+        # Against the first frame: the curls as resampled from the drawn ones.
+        away = np.linalg.norm(local - local[0], axis=2).max(axis=1)
+        inside = HEAD_RADIUS - np.linalg.norm(local, axis=2)
+        rooted = np.ones(points.shape[1], dtype=bool)
+        rooted[::CURL_POINTS] = False
+        return {
+            "drift_while_still_share": float(away[: frame(0.25)].max() / CURL_LENGTH),
+            "swing_while_moving_m": float(away[frame(0.25) : frame(0.7)].max()),
+            "offset_at_end_m": float(away[-1]),
+            "deepest_inside_head_m": float(max(0.0, inside[:, rooted].max())),
+            "finite": float(np.isfinite(points).all()),
+        }
+
+    return staging.Example(
+        title="Curly bangs: the drawn curls kept under gravity",
+        systems=[curls],
+        camera=(0.55, -1.15, 1.52),
+        target=(0.0, -0.05, 1.45),
+        lens=55.0,
+        ground=ground,
+        stills=(frame(0.2), frame(0.45), scene.frame_end),
+        parameters=parameters,
+        reference=head,
+        measure=measure,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    staging.run_example("curly_bangs", build, argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,446 @@
+"""Building and rendering shots from code: the demo's and the gallery's (``examples/``) set.
+
+Objects, materials, a three-point stage and Cycles renders (stills and clips), made with
+``bpy`` the way an artist would set them up; nothing here knows of strands. Every function takes
+the ``bpy`` module, imported by the caller after it has chosen Blender's user folder.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def link(bpy: Any, ob: Any) -> Any:
+    """``ob`` linked into the scene's collection."""
+    bpy.context.scene.collection.objects.link(ob)
+    return ob
+
+
+def with_nodes(datablock: Any) -> Any:
+    """``datablock`` (a material or world) with its node tree: Blender 5 makes one with it,
+    4.2 when asked (the switch is deprecated in 5)."""
+    if datablock.node_tree is None:
+        datablock.use_nodes = True
+    return datablock
+
+
+def material(bpy: Any, name: str, color: tuple[float, float, float], roughness: float = 0.5):
+    """A Principled BSDF material of one colour."""
+    made = with_nodes(bpy.data.materials.new(name))
+    shader = made.node_tree.nodes["Principled BSDF"]
+    shader.inputs["Base Color"].default_value = (*color, 1.0)
+    shader.inputs["Roughness"].default_value = roughness
+    made.diffuse_color = (*color, 1.0)
+    return made
+
+
+def hair_material(bpy: Any, name: str = "Hair", melanin: float = 0.65, redness: float = 0.55):
+    """Hair shaded by the Principled Hair BSDF by melanin (0.65, 0.55: brown)."""
+    made = with_nodes(bpy.data.materials.new(name))
+    nodes, links = made.node_tree.nodes, made.node_tree.links
+    nodes.remove(nodes["Principled BSDF"])
+    hair = nodes.new("ShaderNodeBsdfHairPrincipled")
+    hair.parametrization = "MELANIN"
+    hair.inputs["Melanin"].default_value = melanin
+    hair.inputs["Melanin Redness"].default_value = redness
+    hair.inputs["Roughness"].default_value = 0.3
+    hair.inputs["Random Roughness"].default_value = 0.2
+    links.new(hair.outputs[0], nodes["Material Output"].inputs["Surface"])
+    made.diffuse_color = (0.22, 0.12, 0.06, 1.0)
+    return made
+
+
+def poly_curve(bpy: Any, name: str, splines: list[np.ndarray]) -> Any:
+    """A Curve object of poly splines through ``splines`` ((n, 3) points each), linked."""
+    curve = bpy.data.curves.new(name, "CURVE")
+    curve.dimensions = "3D"
+    for points in splines:
+        spline = curve.splines.new("POLY")
+        spline.points.add(len(points) - 1)
+        spline.points.foreach_set("co", np.hstack([points, np.ones((len(points), 1))]).ravel())
+    return link(bpy, bpy.data.objects.new(name, curve))
+
+
+def sphere_mesh(bpy: Any, name: str, radius: float, scale=(1.0, 1.0, 1.0), rings: int = 24):
+    """A smooth UV sphere mesh (with UVs), scaled by ``scale``."""
+    import bmesh
+
+    mesh = bpy.data.meshes.new(name)
+    shape = bmesh.new()
+    shape.loops.layers.uv.new("UVMap")
+    bmesh.ops.create_uvsphere(
+        shape, u_segments=2 * rings, v_segments=rings, radius=radius, calc_uvs=True
+    )
+    bmesh.ops.scale(shape, vec=scale, verts=shape.verts)
+    shape.to_mesh(mesh)
+    shape.free()
+    mesh.shade_smooth()
+    return mesh
+
+
+def cylinder_mesh(bpy: Any, name: str, radius: float, depth: float, top: float | None = None):
+    """A smooth closed cylinder mesh along z, centred (a cone where ``top`` differs)."""
+    import bmesh
+
+    mesh = bpy.data.meshes.new(name)
+    shape = bmesh.new()
+    bmesh.ops.create_cone(
+        shape,
+        cap_ends=True,
+        segments=32,
+        radius1=radius,
+        radius2=radius if top is None else top,
+        depth=depth,
+    )
+    shape.to_mesh(mesh)
+    shape.free()
+    mesh.shade_smooth()
+    return mesh
+
+
+def has_agx(scene: Any) -> bool:
+    items = scene.view_settings.bl_rna.properties["view_transform"].enum_items
+    return "AgX" in {item.identifier for item in items}
+
+
+def three_point_lights(
+    target: tuple[float, float, float], distance: float
+) -> list[tuple[str, float, tuple, tuple]]:
+    """Key (front left, high), fill (front right, low) and rim (behind) area lights
+    ``distance`` from ``target``, aimed at it: ``(name, watts, location, rotation)``."""
+    from mathutils import Vector
+
+    aim, lights = Vector(target), []
+    for name, energy, azimuth, elevation in (
+        ("Key", 90.0, -130.0, 45.0),
+        ("Fill", 25.0, -45.0, 20.0),
+        ("Rim", 70.0, 80.0, 40.0),
+    ):
+        a, e = math.radians(azimuth), math.radians(elevation)
+        offset = Vector((math.cos(e) * math.cos(a), math.cos(e) * math.sin(a), math.sin(e)))
+        rotation = (-offset).to_track_quat("-Z", "Y").to_euler()
+        lights.append(
+            (
+                name,
+                energy * (distance / 2.5) ** 2,
+                tuple(aim + distance * offset),
+                tuple(math.degrees(angle) for angle in rotation),
+            )
+        )
+    return lights
+
+
+def stage(
+    bpy: Any,
+    *,
+    camera: tuple[float, float, float],
+    target: tuple[float, float, float],
+    lens: float,
+    samples: int,
+    resolution: tuple[int, int],
+    ground: Any,
+    lights: list[tuple[str, float, tuple, tuple]],
+    sky: tuple[float, float, float] = (0.5, 0.55, 0.62),
+) -> None:
+    """A ground, area ``lights`` (``(name, watts, location, rotation in degrees)``, e.g.
+    :func:`three_point_lights`), a camera at ``camera`` looking at ``target``, a plain sky,
+    Cycles on the CPU with ``samples`` and denoising, AgX (Filmic before 4.0)."""
+    import bmesh
+    from mathutils import Vector
+
+    scene = bpy.context.scene
+    mesh = bpy.data.meshes.new("Ground")
+    shape = bmesh.new()
+    bmesh.ops.create_grid(shape, x_segments=1, y_segments=1, size=40.0)
+    shape.to_mesh(mesh)
+    shape.free()
+    floor = link(bpy, bpy.data.objects.new("Ground", mesh))
+    floor.data.materials.append(ground)
+
+    aim = Vector(target)
+    view = link(bpy, bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera")))
+    view.location = camera
+    view.rotation_euler = (aim - view.location).to_track_quat("-Z", "Y").to_euler()
+    view.data.lens = lens
+    scene.camera = view
+    for name, energy, location, rotation in lights:
+        light = link(bpy, bpy.data.objects.new(name, bpy.data.lights.new(name, "AREA")))
+        light.data.energy = energy
+        light.data.size = 1.2
+        light.location = location
+        light.rotation_euler = tuple(math.radians(angle) for angle in rotation)
+    world = with_nodes(bpy.data.worlds.new("Sky"))
+    world.node_tree.nodes["Background"].inputs["Color"].default_value = (*sky, 1.0)
+    world.node_tree.nodes["Background"].inputs["Strength"].default_value = 0.4
+    world.color = sky
+    scene.world = world
+
+    scene.render.engine = "CYCLES"
+    scene.cycles.device = "CPU"
+    scene.cycles.samples = samples
+    scene.cycles.use_denoising = True
+    scene.render.resolution_x, scene.render.resolution_y = resolution
+    scene.render.resolution_percentage = 100
+    scene.view_settings.view_transform = "AgX" if has_agx(scene) else "Filmic"
+
+
+def render_still(bpy: Any, path: Path, frame: int) -> Path:
+    """Render ``frame`` to ``path`` (its extension picks PNG or JPEG)."""
+    scene = bpy.context.scene
+    settings = scene.render.image_settings
+    kept = settings.file_format
+    settings.file_format = "JPEG" if path.suffix.lower() in (".jpg", ".jpeg") else "PNG"
+    if settings.file_format == "JPEG":
+        settings.quality = 88
+    scene.frame_set(frame)
+    scene.render.filepath = str(path)
+    try:
+        bpy.ops.render.render(write_still=True)
+    finally:
+        settings.file_format = kept
+    return path
+
+
+def render_clip(
+    bpy: Any, path: Path, resolution: tuple[int, int], samples: int, frame_step: int = 2
+) -> Path:
+    """The scene's frame range, every ``frame_step``-th frame played at the matching lower
+    rate (so it plays in real time), small and with ``samples``, into an MP4 (Blender's
+    FFmpeg, H.264) at ``path``; the render settings are put back after."""
+    scene = bpy.context.scene
+    settings, render = scene.render.image_settings, scene.render
+    kept = (render.resolution_x, render.resolution_y, scene.cycles.samples, render.fps)
+    render.resolution_x, render.resolution_y = resolution
+    scene.cycles.samples = samples
+    scene.frame_step, render.fps = frame_step, max(1, round(render.fps / frame_step))
+    if "media_type" in settings.bl_rna.properties:
+        settings.media_type = "VIDEO"
+    settings.file_format = "FFMPEG"
+    render.ffmpeg.format = "MPEG4"
+    render.ffmpeg.codec = "H264"
+    render.ffmpeg.constant_rate_factor = "MEDIUM"
+    render.filepath = str(path)
+    try:
+        bpy.ops.render.render(animation=True)
+    finally:
+        if "media_type" in settings.bl_rna.properties:
+            settings.media_type = "IMAGE"
+        settings.file_format = "PNG"
+        render.resolution_x, render.resolution_y, scene.cycles.samples, render.fps = kept
+        scene.frame_step = 1
+    return path
+
+
+@dataclass(frozen=True)
+class Example:
+    """A gallery scene as its builder made it: what :func:`run_example` simulates, renders and
+    measures.
+
+    Attributes
+    ----------
+    title : str
+        What it shows, for the summary.
+    systems : list
+        The strand-system objects (made with *Add Strand System*).
+    camera, target : (3,) floats, m
+        Where the camera stands and what it looks at.
+    lens : float, mm
+    ground : material
+    stills : tuple of int
+        The frames rendered as stills.
+    parameters : dict
+        The settings that matter, for the summary.
+    reference : object
+        An object whose world matrix is recorded at every frame (the head the strands ride).
+    bake : tuple of str
+        What the systems are baked to for the render (``"HAIR"``: round, tapered hair curves;
+        ``"BONES"``: a rig, for meshes that ``dress`` skins to it).
+    dress : callable or None
+        ``dress(bpy)`` after the bake: what the render needs besides (meshes on the bones).
+    measure : callable
+        ``measure(played, matrices)`` from the points every system's preview held at every
+        frame (``{object name: (frames, points, 3)}``, world, m) and the reference's world
+        matrices ((frames, 4, 4)) to the example's figures (``{name: float}``), which its test
+        checks.
+    """
+
+    title: str
+    systems: list
+    camera: tuple[float, float, float]
+    target: tuple[float, float, float]
+    lens: float
+    ground: Any
+    stills: tuple[int, ...]
+    parameters: dict
+    reference: Any
+    measure: Callable[[dict[str, np.ndarray], np.ndarray], dict[str, float]]
+    bake: tuple[str, ...] = ("HAIR",)
+    dress: Callable[[Any], None] | None = None
+
+
+@dataclass(frozen=True)
+class Quality:
+    """How much a run renders: still and clip pixels and Cycles samples."""
+
+    still: tuple[int, int]
+    still_samples: int
+    clip: tuple[int, int]
+    clip_samples: int
+
+
+GALLERY = Quality((960, 540), 32, (480, 270), 6)
+QUICK = Quality((96, 54), 1, (48, 28), 1)
+
+
+def run_example(name: str, build: Callable[[Any, bool], Example], argv: list[str] | None) -> dict:
+    """Build an example (``build(bpy, quick)``) in a new scene, play it as an artist does (the
+    live preview simulates every frame), bake it to hair curves, render its stills (JPEG) and a
+    clip (MP4) into ``--output`` and return (and write, ``<name>.json``) its summary: the
+    counts, the seconds per simulated frame, the parameters and the example's figures.
+    ``--quick`` makes a reduced run for the test-suite."""
+    import argparse
+    import json
+    import os
+    import tempfile
+    import time
+
+    parser = argparse.ArgumentParser(prog=f"examples/{name}.py")
+    parser.add_argument("--output", type=Path, default=Path("gallery_output"))
+    parser.add_argument("--quick", action="store_true", help="a reduced run (tests)")
+    arguments = parser.parse_args(argv)
+    quality = QUICK if arguments.quick else GALLERY
+    # Blender keeps its configuration where this points; never touch the user's real one.
+    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="oriented-strands-"))
+    import bpy
+
+    from . import register, scene, unregister
+
+    output = arguments.output.resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    register()
+    try:
+        example = build(bpy, arguments.quick)
+        world = bpy.context.scene
+        played: dict[str, list[np.ndarray]] = {ob.name: [] for ob in example.systems}
+        matrices = []
+        start = time.perf_counter()
+        for frame in range(world.frame_start, world.frame_end + 1):
+            world.frame_set(frame)
+            for ob in example.systems:
+                played[ob.name].append(_preview_points(ob))
+            matrices.append(np.array(example.reference.matrix_world))
+        simulated = time.perf_counter() - start
+        points = {key: np.stack(value) for key, value in played.items()}
+        figures = example.measure(points, np.stack(matrices))
+        strands = sum(len(ob.oriented_strands.preview_object.data.curves) for ob in example.systems)
+        bpy.ops.wm.save_as_mainfile(filepath=str(output / f"{name}.blend"))
+        scene.bake_systems(world, bpy.context.view_layer, example.systems, list(example.bake))
+        for ob in example.systems:
+            ob.oriented_strands.preview_object.hide_render = True
+        if example.dress is not None:
+            example.dress(bpy)
+        stage(
+            bpy,
+            camera=example.camera,
+            target=example.target,
+            lens=example.lens,
+            samples=quality.still_samples,
+            resolution=quality.still,
+            ground=example.ground,
+            lights=three_point_lights(example.target, 2.5),
+        )
+        bpy.ops.wm.save_mainfile()
+        stills = [
+            render_still(bpy, output / f"{name}_{frame:03d}.jpg", frame) for frame in example.stills
+        ]
+        clip = render_clip(bpy, output / f"{name}.mp4", quality.clip, quality.clip_samples)
+    finally:
+        unregister()
+    frames = world.frame_end - world.frame_start + 1
+    summary = {
+        "name": name,
+        "title": example.title,
+        "strands": strands,
+        "segments": sum(value.shape[1] for value in points.values()) - strands,
+        "frames": frames,
+        "seconds_per_frame": simulated / frames,
+        "parameters": example.parameters,
+        "figures": figures,
+        "stills": [path.name for path in stills],
+        "clip": clip.name,
+    }
+    (output / f"{name}.json").write_text(json.dumps(summary, indent=1))
+    print(f"{name}: {summary['strands']} strands, {summary['segments']} segments, {frames} frames")
+    print(f"{name}: {summary['seconds_per_frame']:.3f} s per simulated frame (live preview)")
+    for key, value in figures.items():
+        print(f"{name}: {key} = {value:.4g}")
+    for path in (*stills, clip):
+        print(f"{name}: wrote {path}")
+    return summary
+
+
+def _preview_points(ob: Any) -> np.ndarray:
+    """The points (n, 3), world, m, that a strand system's preview shows at this frame."""
+    preview = ob.oriented_strands.preview_object
+    positions = np.empty(len(preview.data.points) * 3, dtype=np.float32)
+    preview.data.attributes["position"].data.foreach_get("vector", positions)
+    matrix = np.array(preview.matrix_world)
+    return positions.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
+
+
+def add_strand_system(bpy: Any, ob: Any, parameters: dict) -> None:
+    """Select ``ob`` alone, press *Add Strand System*, and set the system's ``parameters``
+    (property name to value) together."""
+    from . import scene
+
+    for other in bpy.context.view_layer.objects:
+        other.select_set(other is ob)
+    bpy.context.view_layer.objects.active = ob
+    if bpy.ops.oriented_strands.add_strand_system() != {"FINISHED"}:
+        raise RuntimeError(f"Add Strand System failed on {ob.name!r}")
+    with scene.settings_changed_together(bpy.context.scene, bpy.context.view_layer):
+        for name, value in parameters.items():
+            setattr(ob.oriented_strands, name, value)
+
+
+def keyed(ob: Any, path: str, frame: int, value: Any) -> None:
+    """Set ``ob.<path>`` to ``value`` and key it at ``frame``."""
+    setattr(ob, path, value)
+    ob.keyframe_insert(path, frame=frame)
+
+
+def parent_keeping_place(bpy: Any, child: Any, parent: Any) -> None:
+    """Parent ``child`` to ``parent`` where both stand now (at the scene's current frame)."""
+    bpy.context.view_layer.update()
+    child.parent = parent
+    child.matrix_parent_inverse = parent.matrix_world.inverted()
+
+
+def in_frame(points: np.ndarray, matrices: np.ndarray) -> np.ndarray:
+    """World points (frames, n, 3) in the frames of a moving object whose world matrices are
+    ``matrices`` (frames, 4, 4)."""
+    inverse = np.linalg.inv(matrices)
+    return np.einsum("fij,fpj->fpi", inverse[:, :3, :3], points) + inverse[:, None, :3, 3]
+
+
+def scalp_roots(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Polar angle and azimuth of ``count`` roots on the scalp: a Fibonacci lattice above the
+    ears, less the face (front, -y, below the hairline)."""
+    candidates = 3 * count
+    index = np.arange(candidates) + 0.5
+    z = 1.0 - index / candidates * (1.0 - math.sin(math.radians(-5.0)))
+    polar = np.arccos(z)
+    azimuth = (index * math.pi * (3.0 - math.sqrt(5.0))) % (2.0 * math.pi)
+    from_front = np.abs(((azimuth + 0.5 * math.pi) + math.pi) % (2.0 * math.pi) - math.pi)
+    keep = (polar < math.radians(50.0)) | (from_front > math.radians(55.0))
+    keep &= ~((polar > math.radians(70.0)) & (from_front > math.radians(120.0)))
+    chosen = np.nonzero(keep)[0]
+    chosen = chosen[np.linspace(0, len(chosen) - 1, count).round().astype(int)]
+    return polar[chosen], azimuth[chosen]
