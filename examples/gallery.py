@@ -38,6 +38,8 @@ def page(summaries: list[dict]) -> str:
         lines += [
             f"## {summary['title']}",
             "",
+            summary["description"],
+            "",
             f"`examples/{name}.py`: {summary['strands']} strands, {summary['segments']} segments,"
             f" {summary['frames']} frames at 24 fps, {summary['seconds_per_frame']:.3f} s per"
             f" simulated frame. Clip: [{summary['clip']}]({summary['clip']}).",
