@@ -413,6 +413,19 @@ def add_strand_system(bpy: Any, ob: Any, parameters: dict) -> None:
             setattr(ob.oriented_strands, name, value)
 
 
+def timeline(bpy: Any, seconds: float, fps: int = 24) -> Callable[[float], int]:
+    """Set the scene to ``fps`` frames per second from frame 1 over ``seconds``; the frame at
+    a time (s) from the start."""
+    scene = bpy.context.scene
+    scene.render.fps = fps
+    scene.frame_start, scene.frame_end = 1, 1 + round(seconds * fps)
+
+    def frame(at: float) -> int:
+        return 1 + round(at * fps)
+
+    return frame
+
+
 def keyed(ob: Any, path: str, frame: int, value: Any) -> None:
     """Set ``ob.<path>`` to ``value`` and key it at ``frame``."""
     setattr(ob, path, value)

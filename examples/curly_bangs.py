@@ -28,7 +28,7 @@ HEAD = np.array([0.0, 0.0, 1.5])
 HEAD_RADIUS = 0.1
 CURL_POINTS = 33
 CURL_LENGTH = 0.14  # m, down the curl's axis
-TURNS = 3.0
+TURNS = 2.5
 CURL_RADIUS = 0.012
 # The curls' axis below the first 2 cm: down and a little forward.
 FALL = np.array([0.0, -0.35, -1.0]) / math.hypot(0.35, 1.0)
@@ -71,16 +71,14 @@ def _curls(count: int) -> list[np.ndarray]:
 def build(bpy, quick: bool) -> staging.Example:
     scene = bpy.context.scene
     seconds = 2.0 if quick else 4.0
-    fps = 24
-    scene.render.fps = fps
-    scene.frame_start, scene.frame_end = 1, 1 + round(seconds * fps)
+    at = staging.timeline(bpy, seconds)
 
     def frame(fraction: float) -> int:
-        return 1 + round(fraction * seconds * fps)
+        return at(fraction * seconds)
 
-    count = 12 if quick else 40
+    count = 12 if quick else 60
     skin = staging.material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45)
-    hair = staging.hair_material(bpy, "Curls", melanin=0.35, redness=0.8)
+    hair = staging.hair_material(bpy, "Curls", melanin=0.6, redness=0.5)
     ground = staging.material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9)
 
     head = staging.link(
@@ -109,7 +107,7 @@ def build(bpy, quick: bool) -> staging.Example:
     staging.parent_keeping_place(bpy, curls, head)
     parameters = {
         "segment_count": CURL_POINTS - 1,
-        "radius": 0.0015,
+        "radius": 0.002,
         "rest_shape": "HOLD_UNDER_GRAVITY",
         "youngs_modulus": 2.0,
         "collision_radius": 0.003,
@@ -146,10 +144,5 @@ def build(bpy, quick: bool) -> staging.Example:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    staging.run_example("curly_bangs", build, argv)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    staging.run_example("curly_bangs", build, sys.argv[1:])

@@ -32,29 +32,34 @@ COLLISION_RADIUS = 0.002
 
 
 def _guides(count: int, points: int) -> list[np.ndarray]:
-    """Long hair in the head's space: each guide leaves its root along the scalp down its
-    meridian, lifted 8 mm off the head, to 100° from the top, then falls straight down."""
+    """Long hair in the head's space, combed back: each guide leaves its root along the scalp
+    down its meridian (over the top to the back for a root on the front of the crown), lifted
+    8 mm off the head, to 100° from the top, then falls straight down."""
     polar, azimuth = staging.scalp_roots(2 * count)
-    # Combed back: no root on the front third of the head, whose hair would cover the face.
+    # No root low on the front third of the head, whose hair would fall over the face.
     from_front = np.abs((azimuth + 0.5 * math.pi + math.pi) % (2.0 * math.pi) - math.pi)
-    back = np.nonzero(from_front > math.radians(65.0))[0]
-    chosen = back[np.linspace(0, len(back) - 1, count).round().astype(int)]
-    polar, azimuth = polar[chosen], azimuth[chosen]
+    front = from_front < math.radians(65.0)
+    kept = np.nonzero(~front | (polar < math.radians(25.0)))[0]
+    chosen = kept[np.linspace(0, len(kept) - 1, count).round().astype(int)]
     lift = 0.008
     guides = []
-    for theta0, phi in zip(polar, azimuth, strict=True):
+    for theta0, phi, back in zip(polar[chosen], azimuth[chosen], front[chosen], strict=True):
+        # The path's own angle from the top, growing along it; on the front of the crown it
+        # starts at -theta0 and crosses the top to the back.
+        sign = -1.0 if back else 1.0
         s = np.linspace(0.0, HAIR_LENGTH, points)
         radius = HEAD_RADIUS + lift * np.minimum(s / 0.02, 1.0)
-        theta = np.minimum(theta0 + s / (HEAD_RADIUS + lift), math.radians(100.0))
-        over = s - (theta - theta0) * (HEAD_RADIUS + lift)
+        travelled = np.minimum(sign * theta0 + s / (HEAD_RADIUS + lift), math.radians(100.0))
+        over = s - (travelled - sign * theta0) * (HEAD_RADIUS + lift)
         # Below the head the hair falls a little outward, over the shoulders.
         outward = 0.08 * np.maximum(over, 0.0)
+        across = sign * (radius * np.sin(travelled) + outward)
         guides.append(
             np.stack(
                 (
-                    (radius * np.sin(theta) + outward) * math.cos(phi),
-                    (radius * np.sin(theta) + outward) * math.sin(phi),
-                    radius * np.cos(theta) - over,
+                    across * math.cos(phi),
+                    across * math.sin(phi),
+                    radius * np.cos(travelled) - over,
                 ),
                 axis=1,
             )
@@ -65,12 +70,7 @@ def _guides(count: int, points: int) -> list[np.ndarray]:
 def build(bpy, quick: bool) -> staging.Example:
     scene = bpy.context.scene
     seconds = 1.5 if quick else 4.0
-    fps = 24
-    scene.render.fps = fps
-    scene.frame_start, scene.frame_end = 1, 1 + round(seconds * fps)
-
-    def frame(at: float) -> int:
-        return 1 + round(at * fps)
+    frame = staging.timeline(bpy, seconds)
 
     guides, points = (40, 9) if quick else (300, 13)
     skin = staging.material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45)
@@ -186,10 +186,5 @@ def build(bpy, quick: bool) -> staging.Example:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    staging.run_example("long_hair", build, argv)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    staging.run_example("long_hair", build, sys.argv[1:])

@@ -65,12 +65,10 @@ def _folded(ears: list[np.ndarray]) -> list[np.ndarray]:
 def build(bpy, quick: bool) -> staging.Example:
     scene = bpy.context.scene
     seconds = 2.0 if quick else 4.0
-    fps = 24
-    scene.render.fps = fps
-    scene.frame_start, scene.frame_end = 1, 1 + round(seconds * fps)
+    at = staging.timeline(bpy, seconds)
 
     def frame(fraction: float) -> int:
-        return 1 + round(fraction * seconds * fps)
+        return at(fraction * seconds)
 
     fur = staging.material(bpy, "Fur", (0.36, 0.3, 0.25), 0.8)
     inner = staging.material(bpy, "Ear", (0.6, 0.4, 0.38), 0.6)
@@ -204,10 +202,5 @@ def _ear_meshes(bpy, rig, material) -> None:
     skin.modifiers.new("Smooth", "SUBSURF").levels = 2
 
 
-def main(argv: list[str] | None = None) -> int:
-    staging.run_example("rabbit_ears", build, argv)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    staging.run_example("rabbit_ears", build, sys.argv[1:])

@@ -78,13 +78,10 @@ def _compound_pendulum_period(length=1.0, radius=0.01, g=9.81):
     return 2 * np.pi * np.sqrt((length**2 / 3 + radius**2 / 4) / (g * length / 2))
 
 
-def test_bdf2_damps_the_fastest_twist_of_a_stiff_strand_at_once(backend):
-    """L-stability: a strand at 10⁶ times the hair's rigidity, stepping in second order, has
-    every joint kicked to twist at 1 rad/s; its twist modes are far above the step's rate, and
-    BDF2 takes them out within a step instead of ringing (measured: 8·10⁻⁹ rad/s after the
-    step, 10⁻¹⁵ four steps later)."""
+def _stiff_hair() -> StrandParameters:
+    """Hair a million times stiffer than the benchmark's, lightly damped."""
     rigidity = 1e-4 * 1e6
-    parameters = StrandParameters(
+    return StrandParameters(
         mass_per_length=5e-3,
         radius=5e-4,
         bend_stiffness=rigidity,
@@ -92,6 +89,14 @@ def test_bdf2_damps_the_fastest_twist_of_a_stiff_strand_at_once(backend):
         bend_damping=1e-6,
         twist_damping=1e-6,
     )
+
+
+def test_bdf2_damps_the_fastest_twist_of_a_stiff_strand_at_once(backend):
+    """L-stability: a strand at 10⁶ times the hair's rigidity, stepping in second order, has
+    every joint kicked to twist at 1 rad/s; its twist modes are far above the step's rate, and
+    BDF2 takes them out within a step instead of ringing (measured: 8·10⁻⁹ rad/s after the
+    step, 10⁻¹⁵ four steps later)."""
+    parameters = _stiff_hair()
     model = build_model([StrandSpec(polyline(16, 0.3))], parameters, backend=backend)
     sim = Simulation(model, SolverSettings(substeps=1, newton_tolerance=1e-12))
     for _ in range(3):
@@ -218,15 +223,7 @@ def test_backward_euler_never_gains_energy(backend):
 
 
 def test_stiff_strand_is_stable_at_four_substeps_per_frame(backend):
-    rigidity = 1e-4 * 1e6
-    parameters = StrandParameters(
-        mass_per_length=5e-3,
-        radius=5e-4,
-        bend_stiffness=rigidity,
-        twist_stiffness=rigidity,
-        bend_damping=1e-6,
-        twist_damping=1e-6,
-    )
+    parameters = _stiff_hair()
     model = build_model(
         [StrandSpec(polyline(16, 0.3, direction=(1.0, 0.0, -0.2)))], parameters, backend=backend
     )
