@@ -28,7 +28,7 @@ HEAD = np.array([0.0, 0.0, 1.5])
 HEAD_RADIUS = 0.1
 CURL_POINTS = 33
 CURL_LENGTH = 0.14  # m, down the curl's axis
-TURNS = 2.5
+TURNS = 3.0
 CURL_RADIUS = 0.012
 # The curls' axis below the first 2 cm: down and a little forward.
 FALL = np.array([0.0, -0.35, -1.0]) / math.hypot(0.35, 1.0)
@@ -71,10 +71,10 @@ def _curls(count: int) -> list[np.ndarray]:
 def build(bpy, quick: bool) -> staging.Example:
     scene = bpy.context.scene
     seconds = 2.0 if quick else 4.0
-    at = staging.timeline(bpy, seconds)
+    clock = staging.timeline(bpy, seconds)
 
     def frame(fraction: float) -> int:
-        return at(fraction * seconds)
+        return clock(fraction * seconds)
 
     count = 12 if quick else 60
     skin = staging.material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45)
@@ -107,7 +107,7 @@ def build(bpy, quick: bool) -> staging.Example:
     staging.parent_keeping_place(bpy, curls, head)
     parameters = {
         "segment_count": CURL_POINTS - 1,
-        "radius": 0.002,
+        "radius": 0.0015,
         "rest_shape": "HOLD_UNDER_GRAVITY",
         "youngs_modulus": 2.0,
         "collision_radius": 0.003,
