@@ -78,7 +78,7 @@ def build(bpy, quick: bool) -> staging.Example:
 
     count = 12 if quick else 60
     skin = staging.material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45)
-    hair = staging.hair_material(bpy, "Curls", melanin=0.6, redness=0.5)
+    hair = staging.hair_material(bpy, "Curls", melanin=0.85, redness=0.45)
     ground = staging.material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9)
 
     head = staging.link(
