@@ -307,7 +307,6 @@ def run_example(name: str, build: Callable[[Any, bool], Example], argv: list[str
     import argparse
     import json
     import os
-    import sys
     import tempfile
     import time
 
@@ -369,7 +368,7 @@ def run_example(name: str, build: Callable[[Any, bool], Example], argv: list[str
         "name": name,
         "title": example.title,
         # The example's docstring says what the scene is: its second paragraph.
-        "description": " ".join(sys.modules[build.__module__].__doc__.split("\n\n")[1].split()),
+        "description": " ".join(build.__globals__["__doc__"].split("\n\n")[1].split()),
         "strands": strands,
         "segments": sum(value.shape[1] for value in points.values()) - strands,
         "frames": frames,
