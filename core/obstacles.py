@@ -620,8 +620,8 @@ def swept_distances(
     through a surface queried against its triangles counts as reaching its sheet), in given
     obstacle order. Surfaces and grids are searched within ``reach`` (P,) of the paths.
 
-    Meshes collided on their distance grids are measured without the margin contact finding
-    keeps (a tenth of a cell, :func:`_trace_grid`): these distances judge how deep a corrected
+    Meshes collided on their distance grids are measured without the margin that
+    :func:`find_contacts` keeps (a tenth of a cell): these distances judge how deep a corrected
     step went (:meth:`.contacts.ObstacleContacts.overshoot`), and a point resting on such a
     mesh would count that much deeper at every step, which no halving of the step reduces (hair
     lying on a 40 cm mesh, cells of 8 mm, had every step halved five times)."""
@@ -633,8 +633,6 @@ def swept_distances(
     displacement = _local_displacement(xp, placed, start, end - start, h)
     hits = _surface_hits(obstacles, placed, local, displacement, reach, h)
     smallest = _swept_distance(obstacles, local, displacement, reach[:, None], hits)
-    first, last = obstacles.kind_bounds["mesh"]
-    smallest[:, first:last] += _TRACE_TOLERANCE_CELLS * obstacles.grid_cell
     return smallest[:, xp.argsort(obstacles.kind_order)]
 
 
@@ -694,6 +692,10 @@ def find_contacts(
     swept_gap = (
         _swept_distance(obstacles, local, local_displacement, reach[:, None], hits) - reach[:, None]
     )
+    # Sphere tracing converges on a grid's surface without reaching it: a path counts as
+    # touching within a tenth of a cell.
+    first, last = obstacles.kind_bounds["mesh"]
+    swept_gap[:, first:last] -= _TRACE_TOLERANCE_CELLS * obstacles.grid_cell
     point, obstacle = xp.nonzero(swept_gap <= 0.0)
 
     world_normal = xp.einsum(
@@ -983,7 +985,7 @@ def _trace_grid(xp: Any, obstacles: Obstacles, x: Any, d: Any, reach: Any) -> An
 
     Each advance moves by the current clearance ``φ − reach`` (the distance to the nearest point
     that counts as touching), so it never steps past a surface but converges on it without
-    reaching it: the smallest distance seen is returned less a tolerance of a tenth of a cell.
+    reaching it (:func:`find_contacts` allows for that): the smallest distance seen is returned.
     The end of the path is always sampled.
     """
     path_length = xp.sqrt(_dot(d, d))
@@ -994,7 +996,7 @@ def _trace_grid(xp: Any, obstacles: Obstacles, x: Any, d: Any, reach: Any) -> An
         smallest = xp.minimum(smallest, distance)
         clearance = xp.maximum(distance - reach, 0.0)
         s = xp.minimum(1.0, s + _ratio(xp, clearance, path_length))
-    return smallest - _TRACE_TOLERANCE_CELLS * obstacles.grid_cell
+    return smallest
 
 
 @dataclass(frozen=True)
