@@ -464,16 +464,20 @@ def local_errors(model: Model, workspace: Data, state: State, out: State) -> Any
     return factor * dynamics.tree_max(model, xp.sqrt(xp.sum(moved * moved, axis=0)))
 
 
-def next_step(model: Model, previous: PreviousStep, tolerance: float) -> float:
-    """The step size (s) that the trees' last local error estimates (``previous``, of the step
-    that reached a state) ask for next: each tree's step times ``0.9 (tolerance/error)^(1/p)``,
-    ``p`` the power of the step its error grows with (3 for BDF2, 2 for a first-order step),
-    bounded to a quarter and ``MAX_STEP_RATIO`` times it; the smallest over the trees."""
+def next_step(model: Model, previous: PreviousStep, tolerance: float) -> tuple[float, float]:
+    """The largest of the trees' last local error estimates (m; ``previous``, of the step that
+    reached a state) and the step size (s) they ask for next: each tree's step times
+    ``0.9 (tolerance/error)^(1/p)``, ``p`` the power of the step its error grows with (3 for
+    BDF2, 2 for a first-order step), bounded to a quarter and ``MAX_STEP_RATIO`` times it; the
+    smallest over the trees. One transfer to the host for both."""
     xp = model.xp
     power = xp.where(previous.second_order, 3.0, 2.0)
     ratio = xp.maximum(previous.error / tolerance, 1e-30)
     change = xp.clip(0.9 * ratio ** (-1.0 / power), 0.25, MAX_STEP_RATIO)
-    return float(model.backend.to_host(xp.min(previous.h * change)))
+    largest, step = model.backend.to_host(
+        xp.stack((xp.max(previous.error), xp.min(previous.h * change)))
+    )
+    return float(largest), float(step)
 
 
 def _raise_diverged(model: Model, *values: Any) -> None:

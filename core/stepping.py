@@ -367,10 +367,8 @@ class Stepper:
             subdivisions += stats.subdivisions
             fallbacks += stats.fallbacks
             if tolerance is not None:
-                previous = states[0].previous
-                error = float(self.model.backend.to_host(self.model.xp.max(previous.error)))
-                local_error = max(local_error, error)
-                hint = min(hint, integrators.next_step(self.model, previous, tolerance))
+                error, asked = integrators.next_step(self.model, states[0].previous, tolerance)
+                local_error, hint = max(local_error, error), min(hint, asked)
         previous = states[0].previous
         second_order = 0
         if previous is not None:
