@@ -125,29 +125,13 @@ def _bust(bpy, rig, skin, plinth):
     """The head, parented to the head bone, and the shoulders, deformed by the shoulder bones,
     on a stand; both collide with the hair (the head as a sphere, the shoulders as a deforming
     mesh)."""
-    head = staging.link(
-        bpy, bpy.data.objects.new("Head", staging.sphere_mesh(bpy, "Head", HEAD_RADIUS))
-    )
-    head.location = tuple(HEAD_CENTRE)
-    head.data.materials.append(skin)
+    head_mesh = staging.sphere_mesh(bpy, "Head", HEAD_RADIUS)
+    head = staging.placed(bpy, head_mesh, HEAD_CENTRE, skin, "SPHERE")
     _on_bone(head, rig, "head")
-    head.oriented_strands_obstacle.use_obstacle = True
-    head.oriented_strands_obstacle.shape = "SPHERE"
-
-    neck = staging.link(
-        bpy, bpy.data.objects.new("Neck", staging.cylinder_mesh(bpy, "Neck", 0.045, 0.22))
-    )
-    neck.location = (0.0, 0.0, 1.45)
-    neck.data.materials.append(skin)
-    _on_bone(neck, rig, "neck")
-    body = staging.link(
-        bpy,
-        bpy.data.objects.new(
-            "Shoulders", staging.sphere_mesh(bpy, "Shoulders", 1.0, (0.24, 0.12, 0.15))
-        ),
-    )
-    body.location = (0.0, 0.0, 1.26)
-    body.data.materials.append(skin)
+    neck_mesh = staging.cylinder_mesh(bpy, "Neck", 0.045, 0.22)
+    _on_bone(staging.placed(bpy, neck_mesh, (0.0, 0.0, 1.45), skin), rig, "neck")
+    body_mesh = staging.sphere_mesh(bpy, "Shoulders", 1.0, (0.24, 0.12, 0.15))
+    body = staging.placed(bpy, body_mesh, (0.0, 0.0, 1.26), skin, "MESH")
     body.parent = rig
     coordinates = np.array([v.co for v in body.data.vertices])
     # The shoulders, not the chest below them, go up with a shrug.
@@ -162,13 +146,7 @@ def _bust(bpy, rig, skin, plinth):
     for index in np.nonzero(share)[0]:
         neck.add([int(index)], float(share[index]), "REPLACE")
     body.modifiers.new("Armature", "ARMATURE").object = rig
-    stand = staging.link(
-        bpy, bpy.data.objects.new("Stand", staging.cylinder_mesh(bpy, "Stand", 0.07, 1.2))
-    )
-    stand.location = (0.0, 0.0, 0.6)
-    stand.data.materials.append(plinth)
-    body.oriented_strands_obstacle.use_obstacle = True
-    body.oriented_strands_obstacle.shape = "MESH"
+    staging.placed(bpy, staging.cylinder_mesh(bpy, "Stand", 0.07, 1.2), (0.0, 0.0, 0.6), plinth)
     return head, body
 
 

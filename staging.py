@@ -22,6 +22,28 @@ def link(bpy: Any, ob: Any) -> Any:
     return ob
 
 
+def placed(bpy: Any, mesh: Any, location, material: Any, obstacle: str | None = None) -> Any:
+    """An object of ``mesh`` (named after it) at ``location`` with ``material``, linked; with
+    ``obstacle`` (a *Strand Obstacle* shape: ``"SPHERE"``, ``"CAPSULE"``, ``"MESH"``) strands
+    collide with it."""
+    ob = link(bpy, bpy.data.objects.new(mesh.name, mesh))
+    ob.location = tuple(location)
+    ob.data.materials.append(material)
+    if obstacle is not None:
+        ob.oriented_strands_obstacle.use_obstacle = True
+        ob.oriented_strands_obstacle.shape = obstacle
+    return ob
+
+
+def eyes(bpy: Any, head: Any, offset, radius: float) -> None:
+    """Two dark eyes on ``head``, at its location plus ``offset`` and mirrored across x,
+    parented to it."""
+    dark = material(bpy, "Eye", (0.02, 0.02, 0.02), 0.15)
+    for name, side in (("Eye.L", 1.0), ("Eye.R", -1.0)):
+        at = np.array(head.location) + np.array(offset) * (side, 1.0, 1.0)
+        parent_keeping_place(bpy, placed(bpy, sphere_mesh(bpy, name, radius), at, dark), head)
+
+
 def with_nodes(datablock: Any) -> Any:
     """``datablock`` (a material or world) with its node tree: Blender 5 makes one with it,
     4.2 when asked (the switch is deprecated in 5)."""

@@ -81,18 +81,10 @@ def build(bpy, quick: bool) -> staging.Example:
     hair = staging.hair_material(bpy, "Curls", melanin=0.85, redness=0.45)
     ground = staging.material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9)
 
-    head = staging.link(
-        bpy, bpy.data.objects.new("Head", staging.sphere_mesh(bpy, "Head", HEAD_RADIUS))
-    )
-    head.location = tuple(HEAD)
-    head.data.materials.append(skin)
-    head.oriented_strands_obstacle.use_obstacle = True
-    head.oriented_strands_obstacle.shape = "SPHERE"
-    neck = staging.link(
-        bpy, bpy.data.objects.new("Neck", staging.cylinder_mesh(bpy, "Neck", 0.05, 1.4, 0.045))
-    )
-    neck.location = (0.0, 0.02, 0.7)
-    neck.data.materials.append(skin)
+    head_mesh = staging.sphere_mesh(bpy, "Head", HEAD_RADIUS)
+    head = staging.placed(bpy, head_mesh, HEAD, skin, "SPHERE")
+    neck_mesh = staging.cylinder_mesh(bpy, "Neck", 0.05, 1.4, 0.045)
+    staging.placed(bpy, neck_mesh, (0.0, 0.02, 0.7), skin)
     # Still for the first quarter, then a shake and a nod, still again from 70 %.
     moves = ((0.25, 0.0, 0.0), (0.33, 0.0, 35.0), (0.43, 0.0, -35.0), (0.5, 0.0, 0.0))
     moves += ((0.57, 20.0, 0.0), (0.63, -10.0, 0.0), (0.7, 0.0, 0.0))

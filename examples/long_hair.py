@@ -78,48 +78,21 @@ def build(bpy, quick: bool) -> staging.Example:
     cloth = staging.material(bpy, "Shirt", (0.15, 0.22, 0.35), 0.8)
     ground = staging.material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9)
 
-    head = staging.link(
-        bpy, bpy.data.objects.new("Head", staging.sphere_mesh(bpy, "Head", HEAD_RADIUS))
-    )
-    head.location = tuple(HEAD)
-    head.data.materials.append(skin)
-    head.oriented_strands_obstacle.use_obstacle = True
-    head.oriented_strands_obstacle.shape = "SPHERE"
-    dark = staging.material(bpy, "Eye", (0.02, 0.02, 0.02), 0.15)
-    for name, offset in (("Eye.L", (0.035, -0.092, 0.02)), ("Eye.R", (-0.035, -0.092, 0.02))):
-        eye = staging.link(bpy, bpy.data.objects.new(name, staging.sphere_mesh(bpy, name, 0.011)))
-        eye.location = tuple(HEAD + np.array(offset))
-        eye.data.materials.append(dark)
-        staging.parent_keeping_place(bpy, eye, head)
-    neck = staging.link(
-        bpy, bpy.data.objects.new("Neck", staging.cylinder_mesh(bpy, "Neck", 0.05, 0.22))
-    )
-    neck.location = tuple(HEAD + np.array([0.0, 0.01, -0.15]))
-    neck.data.materials.append(skin)
-    neck.oriented_strands_obstacle.use_obstacle = True
-    neck.oriented_strands_obstacle.shape = "CAPSULE"
-    torso = staging.link(
-        bpy,
-        bpy.data.objects.new(
-            "Shoulders", staging.sphere_mesh(bpy, "Shoulders", 1.0, (0.21, 0.12, 0.25))
-        ),
-    )
-    torso.location = tuple(HEAD + np.array([0.0, 0.02, -0.5]))
-    torso.data.materials.append(cloth)
+    head_mesh = staging.sphere_mesh(bpy, "Head", HEAD_RADIUS)
+    head = staging.placed(bpy, head_mesh, HEAD, skin, "SPHERE")
+    staging.eyes(bpy, head, (0.035, -0.092, 0.02), 0.011)
+    neck_mesh = staging.cylinder_mesh(bpy, "Neck", 0.05, 0.22)
+    staging.placed(bpy, neck_mesh, HEAD + np.array([0.0, 0.01, -0.15]), skin, "CAPSULE")
+    torso_mesh = staging.sphere_mesh(bpy, "Shoulders", 1.0, (0.21, 0.12, 0.25))
+    staging.placed(bpy, torso_mesh, HEAD + np.array([0.0, 0.02, -0.5]), cloth)
     # The hair collides with the shoulders as a capsule across them (hidden in renders): hair
     # lying on a coarse mesh's distance grid has many of its steps halved (docs/collisions.md,
     # Limits).
-    collider = staging.link(
-        bpy,
-        bpy.data.objects.new(
-            "Shoulders collider", staging.cylinder_mesh(bpy, "Shoulders collider", 0.075, 0.43)
-        ),
-    )
-    collider.location = tuple(HEAD + np.array([0.0, 0.02, -0.34]))
+    collider_mesh = staging.cylinder_mesh(bpy, "Shoulders collider", 0.075, 0.43)
+    at = HEAD + np.array([0.0, 0.02, -0.34])
+    collider = staging.placed(bpy, collider_mesh, at, cloth, "CAPSULE")
     collider.rotation_euler = (0.0, math.radians(90.0), 0.0)
     collider.hide_render = True
-    collider.oriented_strands_obstacle.use_obstacle = True
-    collider.oriented_strands_obstacle.shape = "CAPSULE"
 
     # Still for half a second, then a whip to the left and back, a nod, still from 2.2 s.
     moves = ((0.5, 0.0, 0.0), (0.8, 0.0, 80.0), (1.1, 0.0, 80.0), (1.45, 0.0, -20.0))

@@ -74,23 +74,10 @@ def build(bpy, quick: bool) -> staging.Example:
     inner = staging.material(bpy, "Ear", (0.6, 0.4, 0.38), 0.6)
     ground = staging.material(bpy, "Ground", (0.3, 0.38, 0.24), 0.9)
 
-    head = staging.link(
-        bpy, bpy.data.objects.new("Head", staging.sphere_mesh(bpy, "Head", HEAD_RADIUS))
-    )
-    head.location = tuple(HEAD)
-    head.data.materials.append(fur)
-    body = staging.link(
-        bpy,
-        bpy.data.objects.new("Body", staging.sphere_mesh(bpy, "Body", 1.0, (0.16, 0.2, 0.2))),
-    )
-    body.location = (0.0, 0.08, 0.36)
-    body.data.materials.append(fur)
-    dark = staging.material(bpy, "Eye", (0.02, 0.02, 0.02), 0.15)
-    for name, offset in (("Eye.L", (0.045, -0.08, 0.03)), ("Eye.R", (-0.045, -0.08, 0.03))):
-        eye = staging.link(bpy, bpy.data.objects.new(name, staging.sphere_mesh(bpy, name, 0.013)))
-        eye.location = tuple(HEAD + np.array(offset))
-        eye.data.materials.append(dark)
-        staging.parent_keeping_place(bpy, eye, head)
+    head = staging.placed(bpy, staging.sphere_mesh(bpy, "Head", HEAD_RADIUS), HEAD, fur)
+    body_mesh = staging.sphere_mesh(bpy, "Body", 1.0, (0.16, 0.2, 0.2))
+    staging.placed(bpy, body_mesh, (0.0, 0.08, 0.36), fur)
+    staging.eyes(bpy, head, (0.045, -0.08, 0.03), 0.013)
     # Hops while turning, in the first 40 % of the shot; still from then on.
     # A hop every 0.2 to 0.25 s.
     hops = 3 if quick else 7
