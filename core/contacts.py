@@ -59,17 +59,19 @@ part ``α ∈ (0, 1]`` of its step where that energy's slope along it changes si
 The energy decreases at every iteration and an unfinished tree keeps a sound iterate. The
 contacts take their pieces at ``Δ_{k+1}``, the trees whose pieces changed are factorised again
 (a tree's factors depend only on its own pieces), and a tree stops when its pieces held and its
-step fell to ``contact_tolerance``. The point velocities are those of the free end's
-configuration, linear in the joint velocities (the linearisation the operator of the paper's §4
-takes).
+step fell to ``contact_tolerance``, or when it took its whole Newton step and its pieces held:
+with its pieces held the problem is linear, and that step solved it. The point velocities are
+those of the free end's configuration, linear in the joint velocities (the linearisation the
+operator of the paper's §4 takes).
 
-The contacts are found along the free sweep, and the correction can turn a point toward an
-obstacle that sweep missed (a strand pushed off the head at one point swings in at another):
-the points of the trees it moved are swept again from the start to the corrected end, and
-the contacts found only there join, their trees iterating on. The trees unfinished after
-``contact_iterations`` iterations (new contacts, or pieces still changing) go on, on a model
-of their own, for :data:`TAIL_ITERATIONS` times as many: a few trees' iterations then cost what
-those trees do, not a whole-forest solve each.
+Once fewer than half the trees iterate, or after ``contact_iterations`` iterations, the trees
+unfinished go on, on a model of their own, for the iterations left of :data:`TAIL_ITERATIONS`
+plus one times ``contact_iterations``: a few trees' iterations then cost what those trees do,
+not a whole-forest solve each. The contacts are found along the free sweep, and the correction
+can turn a point toward an obstacle that sweep missed (a strand pushed off the head at one
+point swings in at another): once every tree has finished, the points of the trees it moved
+are swept again from the start to the corrected end, and the contacts found only there join,
+their trees iterating on, on a model of their own.
 
 Friction
 --------
@@ -489,10 +491,11 @@ class ObstacleContacts:
         constraint pass after it.
 
         Each tree iterates until its contacts keep their pieces and its correction changes by at
-        most ``tolerance`` (rad/s): ``contact_iterations`` iterations on the whole forest, then
-        the trees still unfinished go on, on a model of their own, for
-        :data:`TAIL_ITERATIONS` times as many; a tree unfinished then keeps its last iterate,
-        which has the least energy the iteration found.
+        most ``tolerance`` (rad/s) or takes the whole Newton step: on the whole forest until
+        fewer than half the trees iterate, for at most ``contact_iterations`` iterations, then
+        the trees still unfinished go on, on a model of their own, up to
+        :data:`TAIL_ITERATIONS` plus one times ``contact_iterations`` in all; a tree unfinished
+        then keeps its last iterate, which has the least energy the iteration found.
         """
         model, xp, to_host = self.model, self.model.xp, self.model.backend.to_host
         found = self.find(data, control, h)
@@ -502,8 +505,36 @@ class ObstacleContacts:
         iterations = int(self.settings.contact_iterations)
         iterate = _start(model, data, found, found.remembered, w_free, control, blocks, h)
         iterate = _iterate(
-            model, data, found, w_free, control, blocks, h, tolerance, iterations, iterate
+            model,
+            data,
+            found,
+            w_free,
+            control,
+            blocks,
+            h,
+            tolerance,
+            iterations,
+            iterate,
+            until_fewer=model.n_trees / 2,
         )
+
+        def tail(contacts: ContactSet, iterations: int, iterate: _Iterate) -> _Iterate:
+            return _finish_apart(
+                model,
+                data,
+                contacts,
+                w_free=w_free,
+                control=control,
+                blocks=blocks,
+                h=h,
+                tolerance=tolerance,
+                iterations=iterations,
+                iterate=iterate,
+            )
+
+        if bool(to_host(xp.any(iterate.iterating))):
+            budget = (TAIL_ITERATIONS + 1) * iterations - iterate.taken
+            iterate = tail(found, budget, iterate)
         # Points the correction turned toward an obstacle their free sweep missed: their
         # contacts join, and their trees go on.
         dynamics.forward_kinematics(
@@ -523,22 +554,8 @@ class ObstacleContacts:
             added = swept.restricted(new, xp.arange(model.n_links), model.link_tree)
             found = found.joined(xp, added)
             iterate.friction = iterate.friction.joined(xp, added.remembered)
-            iterate.iterating = iterate.iterating | _trees_with(
-                model, xp.ones(len(added), dtype=bool), added.tree
-            )
-        if bool(to_host(xp.any(iterate.iterating))):
-            iterate = _finish_apart(
-                model,
-                data,
-                found,
-                w_free,
-                control,
-                blocks,
-                h,
-                tolerance,
-                TAIL_ITERATIONS * iterations,
-                iterate,
-            )
+            iterate.iterating = _trees_with(model, xp.ones(len(added), dtype=bool), added.tree)
+            iterate = tail(found, TAIL_ITERATIONS * iterations, iterate)
         out.w[...] = w_free + iterate.delta
         # The trees with contacts take a first-order step (the contacts' law and operator are
         # backward Euler's); the others keep their free step as it was.
@@ -652,6 +669,8 @@ class _Iterate:
         The contacts' blocks of the pieces.
     iterating : (T,) bool
         The trees not finished yet.
+    taken : int
+        The iterations that led to it.
     """
 
     delta: Any
@@ -661,6 +680,7 @@ class _Iterate:
     response: ContactResponse
     link_block: Any
     iterating: Any
+    taken: int = 0
 
 
 def _start(
@@ -705,10 +725,12 @@ def _iterate(
     tolerance: float,
     iterations: int,
     iterate: _Iterate,
+    until_fewer: float = 1.0,
 ) -> _Iterate:
     """At most ``iterations`` iterations of the correction (module docstring, *The
-    correction*) from ``iterate`` for its trees still iterating; ``data`` holds the
-    factorisation of its pieces and keeps that of the pieces returned."""
+    correction*) from ``iterate`` for its trees still iterating, ending once fewer than
+    ``until_fewer`` trees do; ``data`` holds the factorisation of its pieces and keeps that of
+    the pieces returned."""
     xp, to_host = model.xp, model.backend.to_host
     S = data.S
     free_velocity = dynamics.subspace_velocities(model, S, w_free, control)
@@ -719,8 +741,9 @@ def _iterate(
 
     delta, n_delta, friction = iterate.delta, iterate.n_delta, iterate.friction
     piece, response, link_block = iterate.piece, iterate.response, iterate.link_block
-    iterating = iterate.iterating
+    iterating, taken = iterate.iterating, iterate.taken
     for _ in range(iterations):
+        taken += 1
         moved = link_motion(delta)
         load = h * response.load + dynamics.subspace_load(
             model, S, xp.einsum("ijn,jn->in", link_block, moved)
@@ -747,7 +770,11 @@ def _iterate(
         friction, revised = revised_friction(contacts, response, friction, xp)
         new_piece = _pieces(response.piece != APART, friction, xp)
         flipped = new_piece != piece
-        moving = dynamics.tree_max(model, xp.max(xp.abs(step), axis=0)) > tolerance
+        # With its pieces held the problem is linear: a tree that took its whole Newton step
+        # and kept its pieces has solved it.
+        moving = (dynamics.tree_max(model, xp.max(xp.abs(step), axis=0)) > tolerance) & (
+            alpha < 1.0
+        )
         iterating = _trees_with(model, flipped | revised, contacts.tree) | moving
         piece = new_piece
         response = respond(model, contacts, S, w_free + delta, control, friction)
@@ -755,15 +782,16 @@ def _iterate(
         if bool(to_host(xp.any(refactored))):
             link_block = newton_block(model, contacts, piece, friction, h)
             dynamics.factorize_trees(model, data, refactored, blocks, link_block, tension_step=h)
-        if not bool(to_host(xp.any(iterating))):
+        if int(to_host(xp.count_nonzero(iterating))) < until_fewer:
             break
-    return _Iterate(delta, n_delta, friction, piece, response, link_block, iterating)
+    return _Iterate(delta, n_delta, friction, piece, response, link_block, iterating, taken)
 
 
 def _finish_apart(
     model: Model,
     data: Data,
     contacts: ContactSet,
+    *,
     w_free: Any,
     control: Control,
     blocks: Any,
@@ -932,7 +960,8 @@ def line_search(
         rising = slope(middle) > 0.0
         high = xp.where(rising, middle, high)
         low = xp.where(rising, low, middle)
-    return xp.where(whole, 1.0, low)
+    # The bisection's last interval reaching the whole step is the whole step, bar rounding.
+    return xp.where(whole | (high == 1.0), 1.0, low)
 
 
 def newton_block(
@@ -991,8 +1020,8 @@ def revised_friction(
 # needs (a pinned rod pushed out of a floor rose at 83% of its recovery speed); a hundredth
 # leaves the normal its target within half a percent.
 STICKING_SHARE = 0.01
-# The trees the contact correction leaves unfinished after ``contact_iterations`` iterations on
-# the whole forest go on, on a model of their own, for this many times as many.
+# The trees the contact correction leaves unfinished on the whole forest go on, on a model of
+# their own, for this many times ``contact_iterations`` more than the whole forest's at most.
 TAIL_ITERATIONS = 2
 # Bisections of the line search: its step is found to within 2⁻²⁰.
 LINE_SEARCH_BISECTIONS = 20
