@@ -80,6 +80,7 @@ class OBJECT_PT_oriented_strands_strand(_StrandSubPanel, bpy.types.Panel):
         _profile(layout, props, "thickness_tip", "thickness_shape")
         layout.prop(props, "ellipticity")
         layout.prop(props, "density")
+        _profile(layout, props, "mass_tip", "mass_shape")
 
 
 class OBJECT_PT_oriented_strands_stiffness(_StrandSubPanel, bpy.types.Panel):

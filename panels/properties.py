@@ -186,6 +186,30 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         options=STATIC,
         update=_parameters_changed,
     )
+    mass_tip: FloatProperty(
+        name="Tip Mass",
+        description=(
+            "Mass per length at the tip as a factor of the root's (on top of the thickness "
+            "taper): above 1 weighs the tip down, as a lantern or a bead on a string"
+        ),
+        default=1.0,
+        min=0.01,
+        soft_max=1000.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
+    mass_shape: FloatProperty(
+        name="Mass Shape",
+        description=(
+            "Exponent of the root-to-tip mass profile: 1 is linear, larger keeps the change to "
+            "the last part of the strand"
+        ),
+        default=1.0,
+        min=0.05,
+        soft_max=50.0,
+        options=STATIC,
+        update=_parameters_changed,
+    )
     ellipticity: FloatProperty(
         name="Ellipticity",
         description=(

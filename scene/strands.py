@@ -54,6 +54,8 @@ class ModelSettings:
     thickness_tip: float  # tip radius / root radius
     thickness_shape: float
     density: float  # kg/m³
+    mass_tip: float  # tip mass per length / root mass per length, on top of the taper
+    mass_shape: float
     solver: SolverSettings
     backend: str
     precision: str  # "float64" or "float32"
@@ -114,6 +116,8 @@ def read_settings(ob: bpy.types.Object, scene: bpy.types.Scene) -> StrandSetting
             thickness_tip=props.thickness_tip,
             thickness_shape=props.thickness_shape,
             density=props.density,
+            mass_tip=props.mass_tip,
+            mass_shape=props.mass_shape,
             solver=SolverSettings(
                 method=props.solver_method.lower(),
                 order=2 if props.solver_order == "BDF2" else 1,
@@ -387,8 +391,9 @@ def engine_parameters(
 def strand_parameters(layout: StrandLayout, model: ModelSettings, values: dict) -> StrandParameters:
     """The engine's :class:`StrandParameters` at the given animated values."""
     radius = link_radius(layout, model)
+    mass_profile = root_to_tip(layout.link_coordinate, model.mass_tip, model.mass_shape)
     return StrandParameters(
-        mass_per_length=mass_per_length(model.density, radius),
+        mass_per_length=mass_per_length(model.density, radius) * mass_profile,
         radius=radius,
         collision_radius=model.collision_radius,
         collision_weight=root_to_tip(
