@@ -218,36 +218,6 @@ def _tree(bpy, bark):
     return tree
 
 
-def _leaves(bpy, tree_rig, count: int, material):
-    """Leaves along the tree's upper branches, each skinned to the baked bone nearest to it."""
-    rng = np.random.default_rng(3)
-    bones = [(b.name, np.array(b.head_local), np.array(b.tail_local)) for b in tree_rig.data.bones]
-    upper = [b for b in bones if max(b[1][2], b[2][2]) > 1.0]
-    vertices, faces, owners = [], [], []
-    for k in range(count):
-        name, start, end = upper[k % len(upper)]
-        centre = start + rng.uniform(0.3, 1.0) * (end - start) + rng.normal(0.0, 0.025, 3)
-        normal = rng.normal(0.0, 1.0, 3)
-        normal /= np.linalg.norm(normal)
-        across = np.cross(normal, (0.0, 0.0, 1.0))
-        across /= max(np.linalg.norm(across), 1e-9)
-        along = np.cross(normal, across)
-        first = len(vertices)
-        for u, v in ((0.0, -1.0), (0.45, 0.0), (0.0, 1.0), (-0.45, 0.0)):
-            vertices.append(centre + 0.045 * (u * across + v * along))
-        faces.append(tuple(range(first, first + 4)))
-        owners.append(name)
-    mesh = bpy.data.meshes.new("Leaves")
-    mesh.from_pydata(np.array(vertices).tolist(), [], faces)
-    mesh.materials.append(material)
-    leaves = staging.link(bpy, bpy.data.objects.new("Leaves", mesh))
-    for face, name in enumerate(owners):
-        group = leaves.vertex_groups.get(name) or leaves.vertex_groups.new(name=name)
-        group.add(list(faces[face]), 1.0, "REPLACE")
-    leaves.modifiers.new("Armature", "ARMATURE").object = tree_rig
-    return leaves
-
-
 def _gusts(bpy):
     """A wind field blowing across the tree (and lightly through the hair), with gusts."""
     bpy.ops.object.effector_add(
@@ -259,6 +229,8 @@ def _gusts(bpy):
     wind.name = "Gusts"
     wind.field.strength = 4.0
     wind.field.noise = 0.6
+    # Blender seeds a new field's noise from the clock: fix it, so every run blows alike.
+    wind.field.seed = 7
     return wind
 
 
@@ -360,7 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         baked += oriented_strands.scene.bake_systems(
             scene, bpy.context.view_layer, [tree], ["BONES", "HAIR"]
         )
-        _leaves(bpy, bpy.data.objects["Tree_rig"], size.leaves, materials["leaf"])
+        tree_rig = bpy.data.objects["Tree_rig"]
+        # Along the tree's upper branches.
+        upper = [b for b in tree_rig.data.bones if max(b.head_local[2], b.tail_local[2]) > 1.0]
+        staging.leaves(bpy, tree_rig, upper, size.leaves, materials["leaf"])
         alembic = {target: output / f"{target.lower()}.abc" for target in ("HAIR", "SHAPE_KEYS")}
         for target, path in alembic.items():
             oriented_strands.scene.export_alembic(

@@ -434,6 +434,54 @@ def add_strand_system(bpy: Any, ob: Any, parameters: dict) -> None:
             setattr(ob.oriented_strands, name, value)
 
 
+def skinned(bpy: Any, mesh: Any, weights: list[dict[str, float]], rig: Any) -> Any:
+    """An object of ``mesh`` (named after it), linked, deformed by the bones of ``rig`` (a
+    *Bones* bake): vertex ``i`` follows the bones ``weights[i]`` names, by their weights. The
+    mesh is made in the rig's rest pose, in its space."""
+    ob = link(bpy, bpy.data.objects.new(mesh.name, mesh))
+    members: dict[tuple[str, float], list[int]] = {}
+    for index, owners in enumerate(weights):
+        for name, weight in owners.items():
+            members.setdefault((name, weight), []).append(index)
+    for (name, weight), indices in members.items():
+        group = ob.vertex_groups.get(name) or ob.vertex_groups.new(name=name)
+        group.add(indices, weight, "REPLACE")
+    ob.modifiers.new("Armature", "ARMATURE").object = rig
+    return ob
+
+
+def leaves(
+    bpy: Any,
+    rig: Any,
+    bones: list[Any],
+    count: int,
+    material: Any,
+    size: float = 0.045,
+    seed: int = 3,
+) -> Any:
+    """``count`` leaves, diamonds of ``size`` (m, half their length) turned at random along the
+    ``bones`` (of ``rig``, a *Bones* bake), each skinned to the bone it grows from."""
+    rng = np.random.default_rng(seed)
+    vertices, faces, weights = [], [], []
+    for k in range(count):
+        bone = bones[k % len(bones)]
+        start, end = np.array(bone.head_local), np.array(bone.tail_local)
+        centre = start + rng.uniform(0.3, 1.0) * (end - start) + rng.normal(0.0, 0.025, 3)
+        normal = rng.normal(0.0, 1.0, 3)
+        normal /= np.linalg.norm(normal)
+        across = np.cross(normal, (0.0, 0.0, 1.0))
+        across /= max(np.linalg.norm(across), 1e-9)
+        along = np.cross(normal, across)
+        faces.append(tuple(range(len(vertices), len(vertices) + 4)))
+        for u, v in ((0.0, -1.0), (0.45, 0.0), (0.0, 1.0), (-0.45, 0.0)):
+            vertices.append(centre + size * (u * across + v * along))
+            weights.append({bone.name: 1.0})
+    mesh = bpy.data.meshes.new("Leaves")
+    mesh.from_pydata(np.array(vertices).tolist(), [], faces)
+    mesh.materials.append(material)
+    return skinned(bpy, mesh, weights, rig)
+
+
 def timeline(bpy: Any, seconds: float, fps: int = 24) -> Callable[[float], int]:
     """Set the scene to ``fps`` frames per second from frame 1 over ``seconds``; the frame at
     a time (s) from the start."""

@@ -180,11 +180,7 @@ def _ear_meshes(bpy, rig, material) -> None:
     mesh.from_pydata(np.array(vertices).tolist(), [], faces)
     mesh.materials.append(material)
     mesh.shade_smooth()
-    skin = staging.link(bpy, bpy.data.objects.new("Ear skin", mesh))
-    for index, name in enumerate(owners):
-        group = skin.vertex_groups.get(name) or skin.vertex_groups.new(name=name)
-        group.add([index], 1.0, "REPLACE")
-    skin.modifiers.new("Armature", "ARMATURE").object = rig
+    skin = staging.skinned(bpy, mesh, [{name: 1.0} for name in owners], rig)
     skin.modifiers.new("Thickness", "SOLIDIFY").thickness = 0.004
     skin.modifiers.new("Smooth", "SUBSURF").levels = 2
 
