@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-EXAMPLES = ("long_hair", "rabbit_ears", "curly_bangs")
+EXAMPLES = ("long_hair", "rabbit_ears", "curly_bangs", "braid", "lanterns", "jungle")
 HERE = Path(__file__).resolve().parent
 
 

@@ -1,0 +1,219 @@
+"""Lanterns on strings: heavy tips and twist (the method paper's Figure 1, the dancers' lanterns).
+
+A dancer's staff carries five paper lanterns on strings: it sways, bobs and twirls for the first
+half of the shot, then stops. Each string is a strand whose last part is hundreds of times
+heavier than the rest (*Tip Mass*), so it swings as a pendulum of its length, the short ones
+quicker than the long; each lantern is a mesh skinned to the last bone of its string's baked rig,
+so it swings and turns with the strand's end, as the paper parents its flowers to the strand's
+tip frame.
+
+Run from the repository root in the Blender venv::
+
+    python examples/lanterns.py --output gallery_output
+
+Its figures: how far the lanterns swung from under their roots (in the staff's frame) while the
+staff danced; how much any string stretched; and, once the staff is still, the longest
+string's swing period against the closed form of the rigid pendulum of its mass distribution
+at the amplitude it swings with.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from oriented_strands import staging
+
+STAFF = np.array([0.0, 0.0, 1.55])
+STAFF_LENGTH = 1.0
+STRING_LENGTHS = (0.3, 0.42, 0.25, 0.36, 0.45)  # m, left to right along the staff
+SEGMENTS = 16
+MASS_TIP, MASS_SHAPE = 800.0, 40.0
+LANTERN_RADIUS, LANTERN_HEIGHT = 0.055, 0.075  # m, half-height
+GRAVITY = 9.81
+
+
+def _strings() -> list[np.ndarray]:
+    """A straight string down from each root along the staff, a few degrees off the vertical
+    so that they do not start perfectly at rest."""
+    strings = []
+    roots = np.linspace(-0.45, 0.45, len(STRING_LENGTHS)) * STAFF_LENGTH
+    for index, (x, length) in enumerate(zip(roots, STRING_LENGTHS, strict=True)):
+        lean = math.radians(3.0 if index % 2 else -3.0)
+        root = STAFF + np.array([x, 0.0, -0.02])
+        direction = np.array([math.sin(lean), 0.0, -math.cos(lean)])
+        strings.append(root + np.linspace(0.0, length, SEGMENTS + 1)[:, None] * direction)
+    return strings
+
+
+def pendulum_period(length: float, amplitude: float) -> float:
+    """The period (s) of the rigid pendulum of a string of ``length`` whose links carry the
+    mass profile of :data:`MASS_TIP` and :data:`MASS_SHAPE` (the panel's *Tip Mass*: the mass
+    per length ``1 + (tip − 1) s^shape`` at each link's centre), swinging to ``amplitude``
+    (rad) either side: ``2π √(I / (m g d))`` times ``2 K(sin(amplitude / 2)) / π``, ``K`` the
+    complete elliptic integral of the first kind (by the arithmetic-geometric mean)."""
+    s = (np.arange(SEGMENTS) + 0.5) / SEGMENTS
+    mass = 1.0 + (MASS_TIP - 1.0) * s**MASS_SHAPE
+    piece = length / SEGMENTS
+    inertia = (mass * ((s * length) ** 2 + piece**2 / 12.0)).sum()
+    small = 2.0 * math.pi * math.sqrt(inertia / (GRAVITY * (mass * s * length).sum()))
+    a, b = 1.0, math.cos(amplitude / 2.0)
+    while abs(a - b) > 1e-15:
+        a, b = 0.5 * (a + b), math.sqrt(a * b)
+    return small / a
+
+
+def _swing(offsets: np.ndarray, fps: float) -> tuple[float, float]:
+    """The period (s) and amplitude (m) of a swing from its horizontal offsets (frames, 2):
+    twice the mean time between crossings of its mean along the direction it swings most, and
+    the mean of its largest offsets between them."""
+    centred = offsets - offsets.mean(axis=0)
+    direction = np.linalg.svd(centred, full_matrices=False)[2][0]
+    x = centred @ direction
+    changes = np.nonzero(np.sign(x[:-1]) != np.sign(x[1:]))[0]
+    if len(changes) < 3:
+        return math.nan, math.nan
+    crossings = (changes + x[changes] / (x[changes] - x[changes + 1])) / fps
+    peaks = [np.abs(x[a : b + 1]).max() for a, b in zip(changes[:-1], changes[1:], strict=True)]
+    return 2.0 * float(np.diff(crossings).mean()), float(np.mean(peaks))
+
+
+def build(bpy, quick: bool) -> staging.Example:
+    scene = bpy.context.scene
+    seconds = 4.5 if quick else 7.0
+    clock = staging.timeline(bpy, seconds)
+
+    def frame(fraction: float) -> int:
+        return clock(fraction * seconds)
+
+    wood = staging.material(bpy, "Staff", (0.35, 0.2, 0.08), 0.5)
+    cord = staging.material(bpy, "Cord", (0.5, 0.08, 0.05), 0.6)
+    ground = staging.material(bpy, "Ground", (0.22, 0.3, 0.16), 0.9)
+
+    staff_mesh = staging.cylinder_mesh(bpy, "Staff", 0.015, STAFF_LENGTH)
+    staff = staging.placed(bpy, staff_mesh, STAFF, wood)
+    staff.rotation_euler = (0.0, math.radians(90.0), 0.0)
+    # The dance: sways, bobs and twirls until half-way, then still. Keyed on an empty that the
+    # staff and the strings ride, so the strings' roots move with the staff.
+    dancer = staging.link(bpy, bpy.data.objects.new("Dancer", None))
+    steps = 8 if quick else 14
+    for k in range(steps + 1):
+        at = 0.5 * k / steps
+        still = k == steps
+        # Slower than the strings swing, so that they follow the dance rather than resonate.
+        sway = 0.0 if still else 0.12 * math.sin(math.pi * k / 4.0)
+        bob = 0.0 if still else 0.02 * math.sin(math.pi * k / 3.0) ** 2
+        twirl = 0.0 if still else math.radians(30.0) * math.sin(math.pi * k / 5.0)
+        staging.keyed(dancer, "location", frame(at), (sway, 0.0, bob))
+        staging.keyed(dancer, "rotation_euler", frame(at), (0.0, 0.0, twirl))
+    scene.frame_set(1)
+    strings = staging.poly_curve(bpy, "Strings", _strings())
+    strings.data.materials.append(cord)
+    for ob in (staff, strings):
+        staging.parent_keeping_place(bpy, ob, dancer)
+    parameters = {
+        "segment_count": SEGMENTS,
+        "radius": 0.0015,
+        "mass_tip": MASS_TIP,
+        "mass_shape": MASS_SHAPE,
+        "youngs_modulus": 0.002,
+        "shear_modulus": 0.001,
+        "air_drag": 2.0,
+        "use_collisions": False,
+    }
+    staging.add_strand_system(bpy, strings, parameters)
+    longest = int(np.argmax(STRING_LENGTHS))
+
+    def measure(played: dict, matrices: np.ndarray) -> dict:
+        points = staging.in_frame(played["Strings"], matrices)
+        chains = points.reshape(len(points), len(STRING_LENGTHS), SEGMENTS + 1, 3)
+        roots, tips = chains[:, :, 0], chains[:, :, -1]
+        away = np.linalg.norm((tips - roots)[..., :2], axis=2)
+        lengths = np.linalg.norm(np.diff(chains, axis=2), axis=3).sum(axis=2)
+        dancing = slice(0, frame(0.5))
+        # From a quarter of a second after the staff stops.
+        still = slice(frame(0.5) + 6, None)
+        period, amplitude = _swing((tips - roots)[still, longest, :2], scene.render.fps)
+        length = STRING_LENGTHS[longest]
+        return {
+            "tip_swing_while_dancing_m": float(away[dancing].max()),
+            "string_stretch_share": float(np.abs(lengths / lengths[0] - 1.0).max()),
+            "swing_period_s": period,
+            "swing_amplitude_rad": math.asin(min(1.0, amplitude / length)),
+            "pendulum_period_s": pendulum_period(length, math.asin(min(1.0, amplitude / length))),
+            "finite": float(np.isfinite(points).all()),
+        }
+
+    def dress(bpy) -> None:
+        _lanterns(bpy, bpy.data.objects["Strings_rig"])
+
+    return staging.Example(
+        title="Lanterns on strings: heavy tips swung from a dancing staff",
+        systems=[strings],
+        camera=(0.9, -2.6, 1.45),
+        target=(0.0, 0.0, 1.28),
+        lens=45.0,
+        ground=ground,
+        stills=(frame(0.2), frame(0.42), frame(0.75)),
+        parameters=parameters,
+        reference=dancer,
+        measure=measure,
+        bake=("BONES", "HAIR"),
+        dress=dress,
+    )
+
+
+def _lanterns(bpy, rig) -> None:
+    """A paper lantern hung from the tip of each string: a glowing ribbed body below the tip,
+    skinned whole to the string's last bone so that it swings and turns with it."""
+    bones = list(rig.data.bones)
+    colours = ((1.0, 0.35, 0.08), (0.95, 0.1, 0.08), (1.0, 0.6, 0.12))
+    for index in range(len(STRING_LENGTHS)):
+        chain = [b for b in bones if b.name.split(".")[-2] == f"{index:03d}"]
+        last = chain[-1]
+        tip = np.array(last.tail_local)
+        down = tip - np.array(last.head_local)
+        down /= np.linalg.norm(down)
+        scale = (LANTERN_RADIUS, LANTERN_RADIUS, LANTERN_HEIGHT)
+        mesh = staging.sphere_mesh(bpy, f"Lantern {index}", 1.0, scale, rings=12)
+        paper = staging.material(bpy, f"Paper {index}", colours[index % len(colours)], 0.8)
+        shader = paper.node_tree.nodes["Principled BSDF"]
+        shader.inputs["Emission Color"].default_value = (*colours[index % len(colours)], 1.0)
+        shader.inputs["Emission Strength"].default_value = 3.0
+        rib = staging.material(bpy, f"Rib {index}", (0.08, 0.04, 0.02), 0.5)
+        mesh.materials.append(paper)
+        mesh.materials.append(rib)
+        # Every fourth column of faces a dark rib, so that the lantern's turning shows.
+        for polygon in mesh.polygons:
+            centre = np.array(polygon.center)
+            column = int((math.atan2(centre[1], centre[0]) + math.pi) / (2 * math.pi) * 24)
+            polygon.material_index = 1 if column % 4 == 0 else 0
+        # Hung below the tip along the last bone: its top at the tip.
+        rotation = _turning(np.array([0.0, 0.0, -1.0]), down)
+        mesh.transform(_matrix(rotation, tip + LANTERN_HEIGHT * down))
+        staging.skinned(bpy, mesh, [{last.name: 1.0}] * len(mesh.vertices), rig)
+
+
+def _turning(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The rotation (3, 3) turning unit vector ``a`` onto unit vector ``b`` (Rodrigues)."""
+    axis = np.cross(a, b)
+    sine, cosine = np.linalg.norm(axis), float(np.dot(a, b))
+    if sine < 1e-12:
+        return np.eye(3)
+    k = axis / sine
+    skew = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
+    return np.eye(3) + sine * skew + (1.0 - cosine) * skew @ skew
+
+
+def _matrix(rotation: np.ndarray, translation: np.ndarray):
+    from mathutils import Matrix
+
+    affine = np.eye(4)
+    affine[:3, :3], affine[:3, 3] = rotation, translation
+    return Matrix(affine.tolist())
+
+
+if __name__ == "__main__":
+    staging.run_example("lanterns", build, sys.argv[1:])
