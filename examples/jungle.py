@@ -124,9 +124,8 @@ def build(bpy, quick: bool) -> staging.Example:
 
     def measure(played: dict, matrices: np.ndarray) -> dict:
         points = played["Grove"]
-        counts = [SEGMENTS + 1] * len(splines)
-        starts = np.cumsum([0, *counts])
-        strands = [points[:, starts[i] : starts[i + 1]] for i in range(len(splines))]
+        # Every strand has SEGMENTS + 1 points, in the order of the splines.
+        strands = points.reshape(len(points), len(splines), SEGMENTS + 1, 3).swapaxes(0, 1)
         away_from_parent = 0.0
         twigs, tops = [], []
         for tree, offset in zip(trees, first[:-1], strict=True):

@@ -137,12 +137,13 @@ def build(bpy, quick: bool) -> staging.Example:
         still = slice(frame(0.5) + 6, None)
         period, amplitude = _swing((tips - roots)[still, longest, :2], scene.render.fps)
         length = STRING_LENGTHS[longest]
+        angle = math.asin(min(1.0, amplitude / length))
         return {
             "tip_swing_while_dancing_m": float(away[dancing].max()),
             "string_stretch_share": float(np.abs(lengths / lengths[0] - 1.0).max()),
             "swing_period_s": period,
-            "swing_amplitude_rad": math.asin(min(1.0, amplitude / length)),
-            "pendulum_period_s": pendulum_period(length, math.asin(min(1.0, amplitude / length))),
+            "swing_amplitude_rad": angle,
+            "pendulum_period_s": pendulum_period(length, angle),
             "finite": float(np.isfinite(points).all()),
         }
 
@@ -168,6 +169,8 @@ def build(bpy, quick: bool) -> staging.Example:
 def _lanterns(bpy, rig) -> None:
     """A paper lantern hung from the tip of each string: a glowing ribbed body below the tip,
     skinned whole to the string's last bone so that it swings and turns with it."""
+    from mathutils import Matrix, Vector
+
     bones = list(rig.data.bones)
     colours = ((1.0, 0.35, 0.08), (0.95, 0.1, 0.08), (1.0, 0.6, 0.12))
     for index in range(len(STRING_LENGTHS)):
@@ -191,28 +194,9 @@ def _lanterns(bpy, rig) -> None:
             column = int((math.atan2(centre[1], centre[0]) + math.pi) / (2 * math.pi) * 24)
             polygon.material_index = 1 if column % 4 == 0 else 0
         # Hung below the tip along the last bone: its top at the tip.
-        rotation = _turning(np.array([0.0, 0.0, -1.0]), down)
-        mesh.transform(_matrix(rotation, tip + LANTERN_HEIGHT * down))
+        turned = Vector((0.0, 0.0, -1.0)).rotation_difference(Vector(down)).to_matrix().to_4x4()
+        mesh.transform(Matrix.Translation(Vector(tip + LANTERN_HEIGHT * down)) @ turned)
         staging.skinned(bpy, mesh, [{last.name: 1.0}] * len(mesh.vertices), rig)
-
-
-def _turning(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The rotation (3, 3) turning unit vector ``a`` onto unit vector ``b`` (Rodrigues)."""
-    axis = np.cross(a, b)
-    sine, cosine = np.linalg.norm(axis), float(np.dot(a, b))
-    if sine < 1e-12:
-        return np.eye(3)
-    k = axis / sine
-    skew = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
-    return np.eye(3) + sine * skew + (1.0 - cosine) * skew @ skew
-
-
-def _matrix(rotation: np.ndarray, translation: np.ndarray):
-    from mathutils import Matrix
-
-    affine = np.eye(4)
-    affine[:3, :3], affine[:3, 3] = rotation, translation
-    return Matrix(affine.tolist())
 
 
 if __name__ == "__main__":
