@@ -30,7 +30,6 @@ from .fields import (
     Turbulence,
     VortexField,
     Wind,
-    apply_fields,
 )
 from .integrators import Fallback, SolverSettings, StepStats
 from .interaction import InteractionStats, StrandInteraction
@@ -50,7 +49,7 @@ from .obstacles import (
 from .pose import Pose, PoseTrajectory, pose_rotations
 from .presets import PRESETS, MaterialPreset
 from .rest_shape import ZeroGravityRestShape, zero_gravity_model
-from .simulation import Simulation
+from .simulation import Simulation, apply_fields
 
 __all__ = [
     "ArtDirectedBase",

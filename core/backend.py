@@ -8,11 +8,7 @@ CuPy is imported lazily, only when asked for.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import importlib
-import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -94,33 +90,11 @@ def available_backends() -> dict[str, str]:
     return {"numpy": "", "cupy": cupy_reason}
 
 
-@functools.cache
-def keep_freed_host_memory() -> bool:
-    """Ask glibc to serve and keep the engine's temporaries on the heap instead of mmap.
-
-    The step's NumPy temporaries are a few hundred kilobytes each, above glibc's default mmap
-    threshold, so every one of them was mapped, page-faulted in and unmapped again: that cost
-    3-4x the arithmetic itself (see ``docs/performance.md``). Raising the mmap and trim
-    thresholds (to glibc's maximum of 32 MiB) lets freed blocks be reused. Process-wide and
-    harmless elsewhere; a no-op where the C library is not glibc. Returns whether it applied.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    mallopt = getattr(libc, "mallopt", None)
-    if mallopt is None:
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    limit = 32 * 1024 * 1024
-    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, 2 * limit))
-
-
 def get_backend(name: str | Backend = "numpy", dtype: str = "float64") -> Backend:
     """The backend called ``name``; :class:`BackendUnavailableError` if it cannot run here."""
     if isinstance(name, Backend):
         return name
     if name == "numpy":
-        keep_freed_host_memory()
         return Backend("numpy", np, dtype)
     if name == "cupy":
         cupy, reason = _cupy_or_reason()

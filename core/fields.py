@@ -13,10 +13,10 @@ namespace and dtype, without host transfers other than the few numbers of a turb
   applied at its centre of mass (``Control.external_force``), so a resampled strand feels the
   same total force.
 
-:func:`apply_fields` evaluates fields once, at the current positions, and the values hold until
-the next call; ``Simulation.advance(dt, base, fields=ForceFields(...))`` evaluates them at the
-start of every substep, so a field that changes within a frame is followed to first order in
-the substep, as the rest of the step is.
+:func:`.simulation.apply_fields` evaluates fields once, at the current positions, and the values
+hold until the next call; ``Simulation.advance(dt, base, fields=ForceFields(...))`` evaluates
+them at the start of every substep, so a field that changes within a frame is followed to first
+order in the substep, as the rest of the step is.
 
 Strength falloff (:class:`Falloff`), as Blender's force fields: full strength within
 ``radius`` of the field's origin, ``(radius / d)^power`` beyond (power 0: none, 1: Blender's
@@ -42,7 +42,6 @@ import numpy as np
 from . import dynamics
 from .errors import InvalidInputError
 from .model import Model
-from .simulation import Simulation
 from .state import Control, State
 from .validation import finite_number, is_real, is_whole, vector3
 
@@ -483,33 +482,3 @@ class ForceFields:
         centres = link_centres(model, data, state.q, state.base_rotation, state.base_position)
         control.wind_velocity = evaluate_fields(model, self.wind, centres, time)
         control.external_force = evaluate_fields(model, self.force, centres, time) * model.length
-
-
-def apply_fields(
-    simulation: Simulation,
-    wind: Sequence[FieldLike] = (),
-    force: Sequence[FieldLike] = (),
-    time: float | None = None,
-) -> None:
-    """Set a simulation's air velocity and external forces from fields at its current state.
-
-    ``wind`` fields are summed into ``simulation.control.wind_velocity`` (m/s; drag acts
-    relative to it), ``force`` fields (strength in N/m) into ``control.external_force`` as
-    ``field x link length`` at each link's centre of mass. Both replace what was set before
-    and hold until the next call. Fields that change within a frame (turbulence, moving or
-    animated fields) are better evaluated at every substep: pass them to
-    ``simulation.advance(dt, base, fields=ForceFields(wind, force))`` instead.
-
-    Parameters
-    ----------
-    simulation : Simulation
-    wind, force : sequences of Wind, PointField or VortexField
-    time : float, s
-        Time at which time-varying fields are evaluated; default ``simulation.time``.
-    """
-    if not isinstance(simulation, Simulation):
-        raise InvalidInputError(f"simulation must be a Simulation, got {type(simulation).__name__}")
-    time = simulation.time if time is None else finite_number("time", time)
-    ForceFields(wind, force).apply(
-        simulation.model, simulation.data, simulation.state, simulation.control, time
-    )

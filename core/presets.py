@@ -37,26 +37,7 @@ import numpy as np
 
 from .errors import InvalidInputError
 from .model import StrandParameters
-
-
-def _positive(name: str, value: Any, minimum: float = 0.0, inclusive: bool = False) -> np.ndarray:
-    """``value`` as a finite float64 array above ``minimum`` (at or above if ``inclusive``)."""
-    try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(
-            f"{name} must be a number or an array of numbers: {error}"
-        ) from None
-    if not np.isfinite(array).all():
-        raise InvalidInputError(f"{name} must be finite, got {value!r}")
-    bad = array < minimum if inclusive else array <= minimum
-    if bad.any():
-        relation = ">=" if inclusive else ">"
-        raise InvalidInputError(
-            f"{name} must be {relation} {minimum}, got {array[bad].flat[0]!r}"
-            + (f" (at index {tuple(int(i) for i in np.argwhere(bad)[0])})" if array.ndim else "")
-        )
-    return array
+from .validation import array_above
 
 
 def semi_axes(radius: Any, ellipticity: Any = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -69,8 +50,8 @@ def semi_axes(radius: Any, ellipticity: Any = 1.0) -> tuple[np.ndarray, np.ndarr
     ellipticity : float or array
         ``a / b >= 1``.
     """
-    radius = _positive("radius", radius)
-    ellipticity = _positive("ellipticity", ellipticity, 1.0, inclusive=True)
+    radius = array_above("radius", radius)
+    ellipticity = array_above("ellipticity", ellipticity, 1.0, inclusive=True)
     root = np.sqrt(ellipticity)
     return radius * root, radius / root
 
@@ -99,18 +80,18 @@ def bending_rigidity(youngs_modulus: Any, radius: Any, ellipticity: Any = 1.0) -
     radius : float or array, m, mean radius
     ellipticity : float or array, ``a / b >= 1``
     """
-    modulus = _positive("youngs_modulus", youngs_modulus)
+    modulus = array_above("youngs_modulus", youngs_modulus)
     return modulus[..., None] * second_moments(radius, ellipticity)
 
 
 def torsional_rigidity(shear_modulus: Any, radius: Any, ellipticity: Any = 1.0) -> np.ndarray:
     """Torsional rigidity ``G J`` (N·m²) for ``StrandParameters.twist_stiffness``."""
-    return _positive("shear_modulus", shear_modulus) * torsion_constant(radius, ellipticity)
+    return array_above("shear_modulus", shear_modulus) * torsion_constant(radius, ellipticity)
 
 
 def mass_per_length(density: Any, radius: Any) -> np.ndarray:
     """Mass per unit length ``ρ π r²`` (kg/m) of a rod of mean radius ``r`` (any ellipticity)."""
-    return _positive("density", density) * np.pi * _positive("radius", radius) ** 2
+    return array_above("density", density) * np.pi * array_above("radius", radius) ** 2
 
 
 def shear_modulus_from_poisson(youngs_modulus: Any, poisson_ratio: Any) -> np.ndarray:
@@ -119,7 +100,7 @@ def shear_modulus_from_poisson(youngs_modulus: Any, poisson_ratio: Any) -> np.nd
     Fibres such as hair and wood are anisotropic: give their measured shear (torsional)
     modulus instead where one is known.
     """
-    modulus = _positive("youngs_modulus", youngs_modulus)
+    modulus = array_above("youngs_modulus", youngs_modulus)
     ratio = np.asarray(poisson_ratio, dtype=np.float64)
     if not np.isfinite(ratio).all() or (ratio <= -1.0).any() or (ratio > 0.5).any():
         raise InvalidInputError(
@@ -156,8 +137,8 @@ def strand_parameters(
     bend = bending_rigidity(youngs_modulus, radius, ellipticity)
     twist = torsional_rigidity(shear_modulus, radius, ellipticity)
     for name, value in (("bend_damping", bend_damping), ("twist_damping", twist_damping)):
-        _positive(name, value, 0.0, inclusive=True)
-    _positive("drag", drag, 0.0, inclusive=True)
+        array_above(name, value, 0.0, inclusive=True)
+    array_above("drag", drag, 0.0, inclusive=True)
     scalar = bend.ndim == 1
     return StrandParameters(
         mass_per_length=_scalar_or_array(mass_per_length(density, radius)),
@@ -213,10 +194,10 @@ class MaterialPreset:
 
     def __post_init__(self) -> None:
         for name in ("density", "youngs_modulus", "shear_modulus", "radius"):
-            _positive(f"{self.name}: {name}", getattr(self, name))
-        _positive(f"{self.name}: ellipticity", self.ellipticity, 1.0, inclusive=True)
+            array_above(f"{self.name}: {name}", getattr(self, name))
+        array_above(f"{self.name}: ellipticity", self.ellipticity, 1.0, inclusive=True)
         for name in ("damping_time", "drag"):
-            _positive(f"{self.name}: {name}", getattr(self, name), 0.0, inclusive=True)
+            array_above(f"{self.name}: {name}", getattr(self, name), 0.0, inclusive=True)
 
     def bending_rigidity(self, radius: Any = None) -> np.ndarray:
         """``(EI_x, EI_z)`` (..., 2), N·m², at ``radius`` (m; default: the preset's)."""

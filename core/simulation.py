@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from .constraints import (
 )
 from .dynamics import Data
 from .errors import InvalidInputError
+from .fields import FieldLike, ForceFields
 from .integrators import SolverSettings, StepStats
 from .interaction import Interaction, InteractionStats, StrandInteraction
 from .model import Model
@@ -48,10 +49,7 @@ from .stepping import (
 from .validation import finite_number, is_real, real_array, vector3
 from .workers import Workers, worker_count
 
-if TYPE_CHECKING:
-    from .fields import ForceFields
-
-__all__ = ["BaseSource", "ObstacleSource", "PoseSource", "Simulation"]
+__all__ = ["BaseSource", "ObstacleSource", "PoseSource", "Simulation", "apply_fields"]
 
 
 class Simulation:
@@ -288,7 +286,7 @@ class Simulation:
 
         ``fields`` (:class:`.fields.ForceFields`) are evaluated at the start of every substep, at
         the links' current positions and the substep's end time, and set the air velocity and
-        external forces for that substep (what :func:`.fields.apply_fields` does once); the
+        external forces for that substep (what :func:`apply_fields` does once); the
         values of the last substep hold after the call.
 
         ``obstacle_motion`` is an :class:`ObstacleMotion` held from now on, or a callable giving
@@ -300,9 +298,6 @@ class Simulation:
         not a finite number > 0, a source of the wrong kind or returning one) leaves the
         simulation as it was.
         """
-        # Here, not at the top: the fields module builds on this one.
-        from .fields import ForceFields
-
         if not (is_real(dt) and np.isfinite(dt) and dt > 0):
             raise InvalidInputError(f"dt must be a positive number, got {dt!r}")
         dt = float(dt)
@@ -493,3 +488,33 @@ def _checked_base(base: Any) -> BaseSource:
         return motion
 
     return sampled
+
+
+def apply_fields(
+    simulation: Simulation,
+    wind: Sequence[FieldLike] = (),
+    force: Sequence[FieldLike] = (),
+    time: float | None = None,
+) -> None:
+    """Set a simulation's air velocity and external forces from fields at its current state.
+
+    ``wind`` fields are summed into ``simulation.control.wind_velocity`` (m/s; drag acts
+    relative to it), ``force`` fields (strength in N/m) into ``control.external_force`` as
+    ``field x link length`` at each link's centre of mass. Both replace what was set before
+    and hold until the next call. Fields that change within a frame (turbulence, moving or
+    animated fields) are better evaluated at every substep: pass them to
+    ``simulation.advance(dt, base, fields=ForceFields(wind, force))`` instead.
+
+    Parameters
+    ----------
+    simulation : Simulation
+    wind, force : sequences of Wind, PointField or VortexField
+    time : float, s
+        Time at which time-varying fields are evaluated; default ``simulation.time``.
+    """
+    if not isinstance(simulation, Simulation):
+        raise InvalidInputError(f"simulation must be a Simulation, got {type(simulation).__name__}")
+    time = simulation.time if time is None else finite_number("time", time)
+    ForceFields(wind, force).apply(
+        simulation.model, simulation.data, simulation.state, simulation.control, time
+    )

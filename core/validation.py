@@ -65,6 +65,22 @@ def real_array(name: str, value: Any) -> np.ndarray:
     return array.astype(np.float64)
 
 
+def array_above(name: str, value: Any, minimum: float = 0.0, inclusive: bool = False) -> np.ndarray:
+    """``value`` as a float64 copy of any shape: real numbers, finite, above ``minimum`` (at or
+    above if ``inclusive``)."""
+    array = real_array(name, value)
+    if not np.isfinite(array).all():
+        raise InvalidInputError(f"{name} must be finite, got {value!r}")
+    bad = array < minimum if inclusive else array <= minimum
+    if bad.any():
+        relation = ">=" if inclusive else ">"
+        raise InvalidInputError(
+            f"{name} must be {relation} {minimum}, got {array[bad].flat[0]!r}"
+            + (f" (at index {tuple(int(i) for i in np.argwhere(bad)[0])})" if array.ndim else "")
+        )
+    return array
+
+
 def finite_array(name: str, value: Any, shape: tuple[int | str | None, ...]) -> np.ndarray:
     """``value`` as a float64 copy of ``shape``, finite. An entry of ``shape`` that is not an
     int is any length: ``None`` is shown as ``n`` in the message, a string as itself

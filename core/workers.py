@@ -46,6 +46,8 @@ A worker that dies or cannot start is reported as a :class:`WorkerError` naming 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import pickle
 import selectors
@@ -813,11 +815,33 @@ class _SharedGrid:
         return answer
 
 
+def keep_freed_memory() -> bool:
+    """Ask glibc to serve and keep a worker's temporaries on the heap instead of mmap.
+
+    The step's NumPy temporaries are a few hundred kilobytes each, above glibc's mmap threshold,
+    so each would be mapped, page-faulted in and unmapped again (``docs/performance.md``).
+    Raising the mmap and trim thresholds (to glibc's maximum of 32 MiB) lets freed blocks be
+    reused. The setting is process-wide, so it is made only in the engine's own worker
+    processes, never in the process that hosts the engine (Blender's). A no-op where the C
+    library is not glibc; returns whether it applied.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is None:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    limit = 32 * 1024 * 1024
+    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, 2 * limit))
+
+
 def serve(source: IO[bytes], sink: IO[bytes]) -> None:
     """The worker's loop: answer the parent's messages on ``source`` on ``sink`` until the
     parent closes ``source``."""
     # Prints (a warning from NumPy, a debugging line) must not land in the message stream.
     sys.stdout = sys.stderr
+    keep_freed_memory()
 
     def send(message: Any) -> None:
         pickle.dump(message, sink, protocol=pickle.HIGHEST_PROTOCOL)

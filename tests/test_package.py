@@ -1,5 +1,6 @@
 """The package imports without Blender, from this checkout."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -28,3 +29,36 @@ def test_package_is_this_checkout() -> None:
 
     assert oriented_strands.__file__ is not None, "the repository root has no __init__.py"
     assert Path(oriented_strands.__file__).resolve() == REPO_ROOT / "__init__.py"
+
+
+def _engine_imports() -> dict[str, set[str]]:
+    """Each module of ``core/`` with the ``core`` modules it imports (at any level, type-checking
+    imports included)."""
+    graph = {}
+    for path in (REPO_ROOT / "core").glob("*.py"):
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    imported.add(node.module.split(".")[0])
+                else:
+                    imported.update(alias.name for alias in node.names)
+        graph[path.stem] = imported
+    return graph
+
+
+def test_engine_modules_import_each_other_without_a_cycle() -> None:
+    graph = _engine_imports()
+    assert graph["simulation"] >= {"fields", "stepping", "workers"}
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"import cycle: {' -> '.join((*path, module))}"
+        if module in done:
+            return
+        for imported in graph.get(module, ()):
+            visit(imported, (*path, module))
+        done.add(module)
+
+    for module in graph:
+        visit(module, ())

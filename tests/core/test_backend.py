@@ -1,5 +1,7 @@
 """Backend selection, precision and the strict stand-in that keeps the GPU path honest."""
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -21,6 +23,18 @@ def test_unknown_backend_and_dtype_are_refused():
         get_backend("metal")
     with pytest.raises(InvalidInputError, match="dtype"):
         get_backend("numpy", "float16")
+
+
+def test_the_engine_leaves_its_host_process_settings_alone(monkeypatch):
+    """The engine runs inside the user's Blender: stepping there loads no C library to change
+    process-wide settings (the allocator's thresholds are set in worker processes only)."""
+    loaded = []
+    monkeypatch.setattr(ctypes, "CDLL", lambda *args, **kwargs: loaded.append(args))
+    model = build_model([StrandSpec(polyline(6, 0.3))], backend=get_backend("numpy"))
+    sim = Simulation(model)
+    sim.advance(1 / 24, BaseMotion.still(np.eye(4)[None]))
+    assert sim.processes == 1
+    assert loaded == []
 
 
 @pytest.mark.skipif(available_backends()["cupy"] == "", reason="this machine can run CuPy")

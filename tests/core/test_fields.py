@@ -10,6 +10,7 @@ from oriented_strands.core import (
     SolverSettings,
     StrandParameters,
     StrandSpec,
+    apply_fields,
     build_model,
     dynamics,
 )
@@ -21,7 +22,6 @@ from oriented_strands.core.fields import (
     Turbulence,
     VortexField,
     Wind,
-    apply_fields,
     evaluate_fields,
     link_centres,
     strand_coordinate,
