@@ -37,14 +37,13 @@ from .obstacles import Obstacles
 from .pose import Pose
 from .state import Control, State, StepMemory
 from .stepping import (
+    AdvanceRequest,
     BaseSource,
-    Constrain,
+    InProcess,
     Inputs,
     ObstacleSource,
     PoseSource,
-    Stepper,
     StepSnapshot,
-    set_inputs,
 )
 from .validation import finite_number, is_real, real_array, vector3
 from .workers import Workers, worker_count
@@ -119,15 +118,15 @@ class Simulation:
             None if interaction is None else Interaction.for_model(model, interaction)
         )
         count = worker_count(model, self.settings)
-        self._workers: Workers | None = None
+        self._stepping: InProcess | Workers
         if count > 1:
-            self._workers = Workers(model, count, self.control, self.settings, self.constraints)
-            self._finalizer = weakref.finalize(self, self._workers.close)
+            self._stepping = Workers(model, count, self.control, self.settings, self.constraints)
+            self._finalizer = weakref.finalize(self, self._stepping.close)
         # Stepped by worker processes, this process only computes the links' frames. Allocated
         # once the groups' models have gone to the workers, so that they are not here together.
         self.data = Data.for_model(model, kinematics_only=count > 1)
-        # What each step leaves for the next besides the state; the workers hold their own.
-        self.memory = StepMemory.for_model(model) if count == 1 else None
+        if count == 1:
+            self._stepping = InProcess(model, self.data, self.settings)
         backend = model.backend
         self._point_link = backend.from_host(model.point_link)
         self._point_is_tip = backend.from_host(model.point_is_tip.astype(np.float64))
@@ -141,7 +140,13 @@ class Simulation:
     @property
     def processes(self) -> int:
         """How many processes step this simulation: its worker processes, or 1 (this one)."""
-        return 1 if self._workers is None else len(self._workers)
+        return self._stepping.processes
+
+    @property
+    def memory(self) -> StepMemory | None:
+        """What each step leaves for the next besides the state (None where worker processes
+        hold it)."""
+        return self._stepping.memory
 
     @property
     def interaction_settings(self) -> StrandInteraction | None:
@@ -181,11 +186,10 @@ class Simulation:
 
     def close(self) -> None:
         """End the worker processes, if any; the simulation steps on in this process."""
-        if self._workers is not None:
+        if isinstance(self._stepping, Workers):
             self._finalizer()
-            self._workers = None
             self.data = Data.for_model(self.model)
-            self.memory = StepMemory.for_model(self.model)
+            self._stepping = InProcess(self.model, self.data, self.settings)
 
     def reset(self, base_poses: Any = None, time: float = 0.0) -> None:
         """Back to the rest shape, motionless, with the bases at ``base_poses`` (T, 4, 4), at
@@ -194,10 +198,7 @@ class Simulation:
         state = State.at_rest(self.model, base_poses, finite_number("time", time))
         still = BaseMotion.still(self.model.base_rest_poses if base_poses is None else base_poses)
         self.state = state
-        if self.memory is not None:
-            self.memory.forget()
-        if self._workers is not None:
-            self._workers.clear_predictors()
+        self._stepping.forget()
         self.control.set_base_motion(self.model, still)
         self.control.set_pose(self.model, None)
         self.control.set_interaction(None, None, None)
@@ -343,71 +344,25 @@ class Simulation:
         inputs = Inputs(
             base, lambda t: self._sample_animation(t, animated_pose), self.control, times
         )
-        if self._workers is not None:
-            obstacle_source = None
-            if constraints is not None and constraints.obstacles is not None:
-                held = (
-                    obstacle_motion if obstacle_motion is not None else constraints.obstacle_motion
-                )
-                obstacle_source = held if callable(held) else (lambda t: held)
-            try:
-                self.stats, constraint_stats, interaction_stats = self._workers.advance(
-                    self.state,
-                    self.control,
-                    inputs,
-                    fields,
-                    h,
-                    times,
-                    obstacle_source,
-                    self.interaction,
-                )
-            except BaseException:
-                if self._workers.closed:
-                    # Cut short, the exchange ended the workers: step on in this process.
-                    self.close()
-                raise
-            if constraints is not None:
-                constraints.stats = constraint_stats
-            if self.interaction is not None:
-                self.interaction.stats = interaction_stats
-            if obstacle_source is not None:
-                # Held from now on, as in one process: the last substep's.
-                constraints.set_obstacle_motion(obstacle_source(times[-1] - h))
-            # The control is left as the last substep saw it, whatever was sampled in between
-            # (the workers' force fields excepted: they stored their last values).
-            set_inputs(self.model, self.control, inputs, times[-1])
-            self.state.base_rotation[...] = self.control.base_rotation
-            self.state.base_position[...] = self.control.base_position
-        else:
-            constrain = (
-                None
-                if constraints is None
-                else Constrain(
-                    self.model,
-                    self.data,
-                    self.memory,
-                    self.control,
-                    constraints,
-                    base,
-                    obstacle_motion,
-                )
-            )
-            stepper = Stepper(
-                self.model,
-                self.data,
-                self.memory,
-                self.control,
-                inputs,
-                fields,
-                self.settings,
-                constrain,
-                self.interaction,
-            )
-            # The substeps step into the state and a spare by turns (made here, so that a
-            # simulation stepped by worker processes keeps none).
-            self.state, _, self.stats = stepper.advance(
-                (self.state, self.state.copy()), start, h, substeps
-            )
+        request = AdvanceRequest(
+            self.state,
+            self.control,
+            inputs,
+            base,
+            fields,
+            h,
+            times,
+            constraints,
+            obstacle_motion,
+            self.interaction,
+        )
+        try:
+            self.state, self.stats = self._stepping.advance(request)
+        except BaseException:
+            if self._stepping.closed:
+                # Cut short, the exchange ended the workers: step on in this process.
+                self.close()
+            raise
         # Land exactly on the requested time despite the substeps' rounding.
         self.state.time = start + dt
         self.stats = replace(self.stats, substeps=substeps)

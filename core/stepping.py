@@ -1,5 +1,10 @@
 """Stepping a model over a frame: substeps, adaptive subdivision and the constraint pass.
 
+A simulation's advance is one :class:`AdvanceRequest` taken by one of two steppings with the
+same interface (``advance``, ``forget``, ``close``, ``memory``, ``processes``): :class:`InProcess`
+steps the whole model here, :class:`.workers.Workers` steps groups of its trees in worker
+processes. Both take the substeps through a :class:`Stepper`.
+
 Adaptive subdivision
 --------------------
 A substep that fails — its Newton iteration stops at the cap with an update still above
@@ -643,3 +648,82 @@ class Stepper:
         # The halves sampled the animated control at their ends into the whole control.
         set_inputs(model, self.control, inputs, end)
         return first, second
+
+
+@dataclass(frozen=True, eq=False)
+class AdvanceRequest:
+    """One advance of a simulation, as its stepping (:class:`InProcess` or
+    :class:`.workers.Workers`) takes it: substeps of ``h`` ending at ``times`` from ``state``
+    under ``control``, driven by ``inputs`` (which samples ``base``), ``fields``, the
+    ``constraints`` (None: none) with the obstacles moving as ``obstacle_motion`` (None: as the
+    solver holds them) and the strand ``interaction`` (None: none)."""
+
+    state: State
+    control: Control
+    inputs: Inputs
+    base: BaseSource
+    fields: ForceFields | None
+    h: float
+    times: list[float]
+    constraints: ConstraintSolver | None
+    obstacle_motion: ObstacleSource | None
+    interaction: Interaction | None
+
+
+class InProcess:
+    """Steps the whole model in this process (the other stepping is :class:`.workers.Workers`).
+
+    Owns the step memory (:attr:`memory`), what each step leaves for the next besides the state;
+    ``data`` is the simulation's workspace, shared with it.
+    """
+
+    def __init__(self, model: Model, data: Data, settings: SolverSettings) -> None:
+        self._model, self._data, self._settings = model, data, settings
+        self.memory = StepMemory.for_model(model)
+
+    processes = 1
+    closed = False
+
+    def advance(self, request: AdvanceRequest) -> tuple[State, StepStats]:
+        """Take the request's substeps; returns the new state and the last substep's statistics
+        (the constraint solver and the interaction keep theirs)."""
+        model, data, control = self._model, self._data, request.control
+        constraints = request.constraints
+        constrain = (
+            None
+            if constraints is None
+            else Constrain(
+                model,
+                data,
+                self.memory,
+                control,
+                constraints,
+                request.base,
+                request.obstacle_motion,
+            )
+        )
+        stepper = Stepper(
+            model,
+            data,
+            self.memory,
+            control,
+            request.inputs,
+            request.fields,
+            self._settings,
+            constrain,
+            request.interaction,
+        )
+        start, substeps = request.state.time, len(request.times)
+        # The substeps step into the state and a spare by turns (made here, so that a
+        # simulation stepped by worker processes keeps none).
+        state, _, stats = stepper.advance(
+            (request.state, request.state.copy()), start, request.h, substeps
+        )
+        return state, stats
+
+    def forget(self) -> None:
+        """Let the next step start as after a reset (:meth:`.StepMemory.forget`)."""
+        self.memory.forget()
+
+    def close(self) -> None:
+        """Nothing to end: this process steps on."""

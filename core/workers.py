@@ -73,7 +73,14 @@ from .interaction import (
 )
 from .model import Model, select_trees
 from .state import Control, State, StepMemory
-from .stepping import Constrain, Stepper, StepSnapshot, fields_at_links
+from .stepping import (
+    AdvanceRequest,
+    Constrain,
+    Stepper,
+    StepSnapshot,
+    fields_at_links,
+    set_inputs,
+)
 
 try:
     import fcntl
@@ -355,6 +362,7 @@ class Workers:
                 f"worker processes step models on the NumPy backend only, not "
                 f"{model.backend.name!r}; set SolverSettings.workers to 1"
             )
+        self._model = model
         self._workers: list[_Worker] = []
         gravity = control.gravity[:, 0]
         try:
@@ -384,33 +392,49 @@ class Workers:
         """Whether the processes have ended (:meth:`close`, or an exchange cut short)."""
         return not self._workers
 
-    def clear_predictors(self) -> None:
+    def forget(self) -> None:
         """Let every worker's next step start from the current velocities, and its constraints
         from nothing (after a reset)."""
         self._clear_predictors = True
 
-    def advance(
-        self,
-        state: State,
-        control: Control,
-        inputs: Callable[[float], tuple[BaseMotion, dict[str, Any]]],
-        fields: ForceFields | None,
-        h: float,
-        times: list[float],
-        obstacle_motion: Callable[[float], ObstacleMotion] | None = None,
-        interaction: Interaction | None = None,
-    ) -> tuple[StepStats, ConstraintStats, InteractionStats]:
-        """Step every group through substeps of ``h`` ending at ``times``, from ``state`` (the
-        whole model's) under ``control`` and ``inputs``; writes the new joint state into
-        ``state`` and, with ``fields``, the air velocity and forces of the last substep into
-        ``control``. With constraints, ``obstacle_motion(t)`` gives the obstacles' motion at a
-        substep's start; with ``interaction`` (the whole model's) the groups interact on one
-        grid. Returns the statistics of the last substep, over all workers.
+    @property
+    def processes(self) -> int:
+        """How many processes step the model."""
+        return len(self._workers)
 
-        If any worker fails, every worker puts its group back as this call found it and
-        ``state`` is left as it was: the first error is raised once every worker has answered,
-        and the next call steps as if this one had never been made.
+    # The workers hold their groups' step memory.
+    memory = None
+
+    def advance(self, request: AdvanceRequest) -> tuple[State, StepStats]:
+        """Step every group through the request's substeps, from its state (the whole model's)
+        under its control and inputs; writes the new joint state into the request's state and
+        returns it with the statistics of the last substep over all workers (the constraint
+        solver and the interaction take theirs). The control is left as the last substep saw
+        it: its inputs and, with force fields, the air velocity and forces the workers filled
+        in. With constraints the obstacles' motion is sampled at every substep's start and the
+        last held from then on, as in one process; with an interaction (the whole model's) the
+        groups interact on one grid.
+
+        If any worker fails, every worker puts its group back as this call found it and the
+        state is left as it was: the first error is raised once every worker has answered, and
+        the next call steps as if this one had never been made.
         """
+        state, control, inputs, h, times = (
+            request.state,
+            request.control,
+            request.inputs,
+            request.h,
+            request.times,
+        )
+        fields, interaction, constraints = request.fields, request.interaction, request.constraints
+        obstacle_motion: Callable[[float], ObstacleMotion] | None = None
+        if constraints is not None and constraints.obstacles is not None:
+            held = (
+                request.obstacle_motion
+                if request.obstacle_motion is not None
+                else constraints.obstacle_motion
+            )
+            obstacle_motion = held if callable(held) else (lambda t: held)
         start = state.time
         forget, self._clear_predictors = self._clear_predictors, False
 
@@ -488,14 +512,23 @@ class Workers:
             state.w[:, worker.links] = reply.w
             for name, value in reply.field_values.items():
                 getattr(control, name)[..., worker.links] = value
-        return (
-            StepStats.combined([reply.stats for reply in replies]),
-            ConstraintStats.combined([reply.constraint_stats for reply in replies]),
-            InteractionStats(
+        if constraints is not None:
+            constraints.stats = ConstraintStats.combined(
+                [reply.constraint_stats for reply in replies]
+            )
+            if obstacle_motion is not None:
+                constraints.set_obstacle_motion(obstacle_motion(times[-1] - h))
+        if interaction is not None:
+            interaction.stats = InteractionStats(
                 self._grid_nodes if any(reply.interaction_stats.cells for reply in replies) else 0,
                 max(reply.interaction_stats.peak_density_ratio for reply in replies),
-            ),
-        )
+            )
+        # The control is left as the last substep saw it, whatever was sampled in between (the
+        # force fields excepted: the workers' last values were stored above).
+        set_inputs(self._model, control, inputs, times[-1])
+        state.base_rotation[...] = control.base_rotation
+        state.base_position[...] = control.base_position
+        return state, StepStats.combined([reply.stats for reply in replies])
 
     def _answers(self, sample: Callable[[float], _Sample]) -> list[_Done | _Failed]:
         """Every worker's answer to an :class:`_Advance`, in worker order, serving the samples

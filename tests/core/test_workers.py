@@ -361,7 +361,7 @@ def test_a_worker_that_dies_is_reported_and_the_state_is_kept():
     sim.advance(1 / 24, STILL)
     before = sim.state.copy()
     # Fault injection: no public handle kills a worker.
-    process = sim._workers._workers[1]._process
+    process = sim._stepping._workers[1]._process
     process.kill()
     process.wait()
     with pytest.raises(WorkerError, match=r"worker process 1 .*exited with status -9"):
@@ -381,14 +381,14 @@ def test_worker_processes_need_the_numpy_backend():
 def test_closing_or_dropping_a_simulation_ends_its_workers():
     model = _forest()
     sim = Simulation(model, SolverSettings(workers=2))
-    processes = [worker._process for worker in sim._workers._workers]
+    processes = [worker._process for worker in sim._stepping._workers]
     sim.close()
     assert all(process.poll() is not None for process in processes)
     # Closed, it steps on in this process.
     assert sim.processes == 1
     sim.advance(1 / 24, STILL)
     sim = Simulation(model, SolverSettings(workers=2))
-    processes = [worker._process for worker in sim._workers._workers]
+    processes = [worker._process for worker in sim._stepping._workers]
     del sim
     gc.collect()
     for process in processes:
