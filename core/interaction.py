@@ -58,6 +58,7 @@ every link, up to the order in which the sums add.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -79,6 +80,9 @@ MAX_GRID_NODES = 2**21
 FRICTION_INTERVAL = 1.0 / 24.0
 # Friction 1 removes all but this fraction of a link's relative velocity in 1/24 s.
 FRICTION_FLOOR = 1e-6
+
+# Revisions of interactions (Interaction.revision): distinct across every interaction made.
+_REVISIONS = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,9 @@ class Interaction:
     cell : float, m
     weight, target : (n_links,) arrays on the model's backend, link order
     exchange : GridExchange
+
+    Every interaction and every renewal of one's settings has a revision of its own
+    (:attr:`revision`), by which worker processes know whether their share is current.
     """
 
     def __init__(
@@ -211,6 +218,13 @@ class Interaction:
         self.model, self.settings, self.cell = model, settings, cell
         self.weight, self.target, self.exchange = weight, target, exchange
         self.stats = InteractionStats()
+        self.revision = next(_REVISIONS)
+
+    def renew(self, settings: StrandInteraction) -> None:
+        """Take ``settings`` that keep the grid (:meth:`keeps_grid`) from the next substep on;
+        the interaction gets a new :attr:`revision`."""
+        self.settings = settings
+        self.revision = next(_REVISIONS)
 
     @classmethod
     def for_model(cls, model: Model, settings: StrandInteraction) -> Interaction:

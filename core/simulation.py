@@ -166,7 +166,7 @@ class Simulation:
             self.control.set_interaction(None, None, None)
             return
         if self.interaction is not None and self.interaction.keeps_grid(interaction):
-            self.interaction.settings = interaction
+            self.interaction.renew(interaction)
             return
         self.interaction = Interaction.for_model(self.model, interaction)
 

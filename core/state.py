@@ -264,7 +264,8 @@ class Control:
 
     The per-link fields are replaced, never written into, except ``wind_velocity`` and
     ``external_force``, which force fields fill in place: so the parameters of
-    :meth:`from_model` are the model's own arrays, not copies.
+    :meth:`from_model` are the model's own arrays, not copies. Each replacement of a per-link
+    field counts as a new :meth:`revision` of it.
     """
 
     base_rotation: Any
@@ -312,6 +313,17 @@ class Control:
         "interaction_velocity",
         "interaction_force",
     )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in Control.PER_LINK:
+            revisions = self.__dict__.setdefault("_revisions", dict.fromkeys(Control.PER_LINK, 0))
+            revisions[name] += 1
+
+    def revision(self, name: str) -> int:
+        """How many times the per-link field ``name`` has been replaced (set) in this control:
+        worker processes are sent a field again when its revision has moved on."""
+        return self.__dict__["_revisions"][name]
 
     def at_links(self, links: Any) -> Control:
         """A control of some links (device indices) for link-local computations, such as the

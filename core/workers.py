@@ -339,9 +339,10 @@ class Workers:
     Notes
     -----
     A worker keeps the per-link control fields it was sent and is sent a field again only when
-    the control holds another array for it (as :meth:`.Simulation.set_parameter`, ``set_pose``
-    and the animated samples give): a field changed in place, behind the simulation's back,
-    would not reach the workers.
+    the control's :meth:`~.Control.revision` of it has moved on (the field was set again, as
+    :meth:`.Simulation.set_parameter`, ``set_pose`` and the animated samples do): a field changed
+    in place, behind the simulation's back, would not reach the workers. The strand interaction's
+    share travels when the interaction's revision differs from the one last sent.
     """
 
     def __init__(
@@ -378,9 +379,10 @@ class Workers:
             raise
         self._clear_predictors = False
         self._constrained = constraints is not None
-        self._sent_control = {name: getattr(control, name) for name in Control.PER_LINK}
-        # The strand interaction and its settings as the workers last had them.
-        self._sent_interaction: tuple[Interaction | None, Any] = (None, None)
+        # The revisions of the control's per-link fields and of the strand interaction (None:
+        # none) that the workers last had.
+        self._sent_control = {name: control.revision(name) for name in Control.PER_LINK}
+        self._sent_interaction: int | None = None
         # Nodes of the last grid the groups met on.
         self._grid_nodes = 0
 
@@ -447,15 +449,14 @@ class Workers:
         starts = [t - h for t in times] if self._constrained else []
         samples = {t: sample(t) for t in starts + times}
         # Only the control fields replaced since the last advance travel (see the class notes).
+        revisions = {name: control.revision(name) for name in Control.PER_LINK}
         changed = {
-            name: value
+            name: getattr(control, name)
             for name in Control.PER_LINK
-            for value in (getattr(control, name),)
-            if self._sent_control[name] is not value
+            if revisions[name] != self._sent_control[name]
         }
-        settings = None if interaction is None else interaction.settings
-        sent, sent_settings = self._sent_interaction
-        renewed = interaction is not sent or settings is not sent_settings
+        interaction_revision = None if interaction is None else interaction.revision
+        renewed = interaction_revision != self._sent_interaction
         try:
             for worker in self._workers:
                 links = worker.links
@@ -505,8 +506,8 @@ class Workers:
                 self.close()
                 raise
             raise failure
-        self._sent_control.update(changed)
-        self._sent_interaction = (interaction, settings)
+        self._sent_control = revisions
+        self._sent_interaction = interaction_revision
         for worker, reply in zip(self._workers, replies, strict=True):
             state.q[:, worker.links] = reply.q
             state.w[:, worker.links] = reply.w
