@@ -90,7 +90,7 @@ from .contacts import ContactMemory, ObstacleContacts, StepContacts
 from .dynamics import Data
 from .errors import InvalidInputError
 from .lcp import solve_lcp
-from .model import Model, select_trees
+from .model import Model
 from .obstacles import ObstacleMotion, Obstacles
 from .spatial import cross, dot
 from .state import Control, State, StepMemory
@@ -1067,19 +1067,15 @@ def delassus_operator(
         if 2 * len(trees) >= n_trees:
             _operator_columns(model, data, link, arm, direction, joint, h, columns, operator)
         else:
-            sub, links = select_trees(model, trees)
+            sub = dynamics.tree_part(model, data, trees, (*dynamics.FACTORS, "oR", "r"))
             device = model.backend.from_host
-            sub_data = Data.for_model(sub)
-            chosen = device(links)
-            for name in (*dynamics.FACTORS, "oR", "r"):
-                setattr(sub_data, name, getattr(data, name)[..., chosen])
             renumber = np.full(model.n_links, -1, dtype=np.int64)
-            renumber[links] = np.arange(len(links))
+            renumber[sub.links] = np.arange(len(sub.links))
             picked = device(trees)
             part = xp.zeros((len(trees), m, m), dtype=model.backend.float)
             _operator_columns(
-                sub,
-                sub_data,
+                sub.model,
+                sub.data,
                 device(renumber)[link[picked]],
                 arm[:, picked],
                 direction[:, picked],

@@ -106,7 +106,7 @@ import numpy as np
 
 from . import dynamics, integrators
 from .dynamics import Data
-from .model import Model, select_trees
+from .model import Model
 from .obstacles import ObstacleMotion, Obstacles, find_contacts, swept_distances
 from .spatial import cross, dot
 from .state import Control, State
@@ -805,15 +805,12 @@ def _finish_apart(
     not a whole-forest solve each), its result and factors put back into the whole's."""
     xp, backend = model.xp, model.backend
     trees = np.nonzero(backend.to_host(iterate.iterating))[0]
-    part, links = select_trees(model, trees)
-    chosen = backend.from_host(links)
+    gathered = dynamics.tree_part(model, data, trees, ("oR", "r", "c", "tension"))
+    part, part_data, chosen = gathered.model, gathered.data, gathered.chosen
     number = xp.full(model.n_links, -1, dtype=xp.int64)
     number[chosen] = xp.arange(part.n_links)
     in_part = iterate.iterating[contacts.tree]
     part_contacts = contacts.restricted(in_part, number, part.link_tree)
-    part_data = Data.for_model(part)
-    for name in ("oR", "r", "c", "tension"):
-        setattr(part_data, name, getattr(data, name)[..., chosen])
     dynamics.motion_subspaces(part, part_data)
     part_blocks = blocks[..., chosen]
     part_free = w_free[:, chosen]

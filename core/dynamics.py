@@ -25,6 +25,8 @@ Contracts
 - :func:`joint_load` — joint torques equivalent to spatial forces on links (constraint loads).
 - :func:`tree_sum` / :func:`tree_max` — per-tree reductions (the Newton iteration's per-tree
   convergence test and acceleration).
+- :func:`tree_part` — a model of some trees with a workspace of its own, gathered from the
+  whole's (a few trees' iterations then cost what those trees do).
 """
 
 from __future__ import annotations
@@ -784,6 +786,39 @@ def factorize(
 
 
 # The fields of ``Data`` that hold a factorisation (:func:`factorize`).
+@dataclass(frozen=True, eq=False)
+class TreePart:
+    """A model of some trees of a whole one (:func:`.model.select_trees`) with a workspace of
+    its own.
+
+    Attributes
+    ----------
+    model : Model
+    links : (n,) int, host
+        The whole's level-major links it holds, in its own link order.
+    chosen : (n,) int, device
+        The same on the model's backend, to gather the whole's per-link arrays with.
+    data : Data
+    """
+
+    model: Model
+    links: np.ndarray
+    chosen: Any
+    data: Data
+
+
+def tree_part(model: Model, data: Data, trees: np.ndarray, gathered: tuple = ()) -> TreePart:
+    """The model of ``trees`` (host indices, sorted) of ``model``, its workspace holding the
+    whole's fields ``gathered`` (names of :class:`Data` fields) at its links. A tree's step
+    depends only on the tree, so it steps in a part as it would in the whole."""
+    part, links = select_trees(model, trees)
+    chosen = model.backend.from_host(links)
+    part_data = Data.for_model(part)
+    for name in gathered:
+        setattr(part_data, name, getattr(data, name)[..., chosen])
+    return TreePart(part, links, chosen, part_data)
+
+
 FACTORS = ("S", "UDinv", "DinvWt", "Dinv")
 # A model whose depth levels hold at most this many links is factorised whole even for a few of
 # its trees: its passes cost their per-level operations, not their arithmetic, so a model of
@@ -825,25 +860,22 @@ def factorize_trees(
         for name in FACTORS:
             getattr(data, name)[..., kept] = saved[name]
         return
-    part, links = select_trees(model, chosen_trees)
-    chosen = backend.from_host(links)
-    part_data = Data.for_model(part)
-    for name in ("oR", "r", "c", "v", "tension"):
-        setattr(part_data, name, getattr(data, name)[..., chosen])
+    part = tree_part(model, data, chosen_trees, ("oR", "r", "c", "v", "tension"))
+    chosen = part.chosen
     for name in ("velocity_step", "tension_step"):
         if not isinstance(options[name], float):
             options[name] = options[name][chosen]
     if control is not None:
         options["control"] = control.at_links(chosen)
     factorize(
-        part,
-        part_data,
+        part.model,
+        part.data,
         joint_block[..., chosen],
         None if link_block is None else link_block[..., chosen],
         **options,
     )
     for name in FACTORS:
-        getattr(data, name)[..., chosen] = getattr(part_data, name)
+        getattr(data, name)[..., chosen] = getattr(part.data, name)
 
 
 def motion_subspaces(model: Model, data: Data) -> None:

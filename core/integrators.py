@@ -796,9 +796,8 @@ def _refactorized_iterations(
         iterating = ~newton.converged
         trees = np.nonzero(to_host(iterating))[0]
         if 2 * len(trees) < model.n_trees:
-            part, links = select_trees(model, trees)
-            chosen = backend.from_host(links)
-            part_data = Data.for_model(part)
+            gathered = dynamics.tree_part(model, data, trees)
+            part, part_data, chosen = gathered.model, gathered.data, gathered.chosen
             part_state = State(
                 state.q[:, chosen],
                 state.w[:, chosen],

@@ -67,11 +67,11 @@ from . import integrators
 from .base_motion import BaseMotion
 from .constraints import ConstraintSolver, SolverRecord
 from .contacts import ContactMemory
-from .dynamics import Data
+from .dynamics import Data, tree_part
 from .errors import SimulationDivergedError
 from .integrators import Fallback, SolverSettings, StepStats, non_finite_trees, step
 from .interaction import Interaction, InteractionStats
-from .model import Model, select_trees
+from .model import Model
 from .obstacles import ObstacleMotion
 from .pose import Pose
 from .state import Control, State, StepMemory
@@ -593,9 +593,9 @@ class Stepper:
         interaction's forces stay those of the whole step's start (:mod:`.interaction`: the
         grid couples every tree, and the others have stepped already)."""
         model, data, backend = self.model, self.data, self.model.backend
-        part, links = select_trees(model, trees)
-        chosen, rows = backend.from_host(links), backend.from_host(trees)
-        part_data = Data.for_model(part)
+        gathered = tree_part(model, data, trees)
+        part, part_data, links = gathered.model, gathered.data, gathered.links
+        chosen, rows = gathered.chosen, backend.from_host(trees)
         part_memory = start.memory.of_trees(chosen, rows)
         part_control = self.control.at_links(chosen)
         inputs = self.inputs
