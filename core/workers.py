@@ -6,8 +6,8 @@ model of its own (:func:`.model.select_trees`), stepped side by side with the sa
 rounding (NumPy's vectorised kernels may sum in another order on arrays of another length).
 The groups run in processes rather than threads: the step is a few hundred NumPy calls per
 depth level, each on a few hundred to a few thousand links, and a call holds the interpreter
-lock for its overhead, so threads mostly waited for each other (two threads were 15-25 % slower
-than one on 1,000 strands of 25 links; two processes are 1.5 times faster, docs/performance.md).
+lock for its overhead, so threads mostly wait for each other, where processes use the cores
+(docs/performance.md).
 
 Each worker is ``sys.executable`` (Blender's own Python inside Blender) running a short
 bootstrap that reads everything else from its standard input; the two ends exchange pickled
@@ -92,10 +92,10 @@ if TYPE_CHECKING:
     from .fields import ForceFields
     from .obstacles import ObstacleMotion
 
-# Automatic splitting asks for at least this many links per depth level and process. Two
-# processes against one, measured here on 25-link strands: 1,000 strands 1.4-1.6x, 500 strands
-# 1.3-1.4x, 250 strands 1.15-1.25x (docs/performance.md); below 500 strands the gain does not
-# repay a process's start (0.2-0.5 s, paid again whenever a preview restarts).
+# Automatic splitting asks for at least this many links per depth level and process: two
+# processes gain less the narrower the levels (docs/performance.md, *Worker processes*), and
+# on two cores below 500 strands the gain does not repay a process's start (0.2-0.5 s, paid
+# again whenever a preview restarts).
 MIN_LEVEL_WIDTH_PER_WORKER = 250
 # Automatic splitting uses at most this many processes. Each costs an interpreter with NumPy
 # (about 40 MB and 0.2 s to start) and they share the memory bandwidth; more than two have not
