@@ -7,13 +7,7 @@ the formulation.
 from .art_direction import ArtDirectedBase, art_directed_motion
 from .backend import Backend, available_backends, get_backend
 from .base_motion import BaseMotion, BaseTrajectory
-from .constraints import (
-    ConstraintSettings,
-    ConstraintStats,
-    JointLimits,
-    JointRotation,
-    PointPath,
-)
+from .constraints import ConstraintSettings, ConstraintStats
 from .errors import (
     BackendUnavailableError,
     InvalidInputError,
@@ -49,6 +43,7 @@ from .obstacles import (
 from .pose import Pose, PoseTrajectory, pose_rotations
 from .presets import PRESETS, MaterialPreset
 from .rest_shape import ZeroGravityRestShape, zero_gravity_model
+from .rows import JointLimits, JointRotation, PointPath
 from .simulation import Simulation, apply_fields
 
 __all__ = [

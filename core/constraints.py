@@ -20,25 +20,25 @@ One substep with constraints
    floating), a penetration is pushed out at ``β`` of its depth per step (at most
    ``recovery_speed``), a point arriving faster than ``impact_speed`` leaves with the obstacle's
    restitution of its arrival speed. The cost does not grow with the contacts per strand.
-4. **Rows**: joint limits near their swing cone or twist range (at ``t`` or the free end) give
-   one row each; active point paths and joint rotations give three bilateral rows each. A row
-   is a unit load, a force along its direction at its point (spatial force ``[(p − o) × n; n]``
-   on its link, as joint torques by :func:`.dynamics.joint_load`) or a torque about its axis on
-   its joint. Through an articulated-body factorisation of the step's Newton matrix
-   ``M + hD + h²K`` (with the contacts' blocks) at the free step's end (:func:`.dynamics.factorize`,
-   :func:`.dynamics.solve`), a unit force held over the step changes the joint velocities at
-   ``t + h`` by ``h Y``, ``Y = solve(g)``, and every row's velocity by ``h`` times its
-   acceleration in that solve. Column ``c`` of every tree's operator comes from one solve: every
-   tree loads its own ``c``-th row at once (trees are independent), and only over the levels
-   down to the deepest row's (a load reaches only the levels above it). This factorisation
-   leaves out the link-local derivative of the velocity forces that the free step's has: that
-   term couples the tiny axial inertia of thin links to their bending (gyroscopic), so a load
-   across a strand would set it spinning about its axis; without it the operator is symmetric
-   up to the spring tangent's asymmetry (it is symmetrised). A tree that took constraint forces
-   in the step before leaves the term out of its free step (``StepMemory.constrained``), whose
+4. **Rows** (:mod:`.rows`): joint limits near their swing cone or twist range (at ``t`` or the
+   free end) give one row each; active point paths and joint rotations give three bilateral rows
+   each. A row is a unit load, a force along its direction at its point (spatial force
+   ``[(p − o) × n; n]`` on its link, as joint torques by :func:`.dynamics.joint_load`) or a
+   torque about its axis on its joint. The operator (:mod:`.delassus`): through an articulated-body
+   factorisation of the step's Newton matrix ``M + hD + h²K`` (with the contacts' blocks) at the
+   free step's end (:func:`.dynamics.factorize`, :func:`.dynamics.solve`), a unit force held over
+   the step changes the joint velocities at ``t + h`` by ``h Y``, ``Y = solve(g)``, and every row's
+   velocity by ``h`` times its acceleration in that solve. Column ``c`` of every tree's operator
+   comes from one solve: every tree loads its own ``c``-th row at once (trees are independent), and
+   only over the levels down to the deepest row's (a load reaches only the levels above it). This
+   factorisation leaves out the link-local derivative of the velocity forces that the free step's
+   has: that term couples the tiny axial inertia of thin links to their bending (gyroscopic), so a
+   load across a strand would set it spinning about its axis; without it the operator is symmetric
+   up to the spring tangent's asymmetry (it is symmetrised). A tree that took constraint forces in
+   the step before leaves the term out of its free step (``StepMemory.constrained``), whose
    factorisation, at the free step's first guess, then serves here; a tree coming under rows is
-   factorised again at the free step's end, on a model of those trees only (so a tree's step
-   depends only on the tree).
+   factorised again at the free step's end, on a model of those trees only (so a tree's step depends
+   only on the tree).
 5. **LCP** per tree, all trees in one batch (:func:`.lcp.solve_lcp`): ``A = h G N⁻¹ Gᵀ``
    (row velocity per newton), ``b = v_desired − v_free``, so ``w = A x − b`` is the row's velocity
    at ``t + h`` above its desired value (rows are paired with padding, blocks of two). Desired
@@ -79,28 +79,47 @@ similar size, each padded to its own). Animated targets are copied in per subste
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from . import dynamics, integrators, spatial
+from . import dynamics, integrators
 from .contacts import ContactMemory, ObstacleContacts, StepContacts
+from .delassus import (
+    DenseRows,
+    buckling_directions,
+    delassus_operator,
+    joint_load,
+    row_values,
+    size_groups,
+    weak_rows,
+)
 from .dynamics import Data
 from .errors import InvalidInputError
 from .lcp import solve_lcp
 from .model import Model
 from .obstacles import ObstacleMotion, Obstacles
-from .spatial import cross, dot
+from .rows import (
+    ConstraintStart,
+    JointLimits,
+    JointRotation,
+    PointPath,
+    Rows,
+    arms,
+    constraint_start,
+    device_limits,
+    limit_overshoot,
+    limit_rows,
+    path_rows,
+    rotation_rows,
+)
 from .state import Control, State, StepMemory
 from .validation import (
     finite_number,
     is_real,
     positive_number,
     positive_whole,
-    real_array,
-    vector3,
 )
 
 
@@ -271,64 +290,6 @@ class ConstraintSettings:
 
 
 @dataclass(frozen=True)
-class JointLimits:
-    """Limits of every joint relative to its rest rotation (rad; scalars or per-link values in
-    strand order; ``inf`` leaves a joint free).
-
-    The deviation from rest is split ``twist ⊗ swing`` as for the springs (see
-    ``docs/physics.md``): ``swing`` bounds the swing angle (a cone about the rest direction),
-    ``twist_min ≤ twist ≤ twist_max`` the twist about the link's axis.
-    """
-
-    swing: Any = math.inf
-    twist_min: Any = -math.inf
-    twist_max: Any = math.inf
-
-
-@dataclass(frozen=True)
-class PointPath:
-    """A point of a link follows an animated path.
-
-    Attributes
-    ----------
-    strand, link : int
-        The link (its index within the strand, 0 at the root).
-    path : callable ``path(t) -> (3,)``
-        World position (m) the point should be at, at time ``t``; differenced for its velocity
-        and acceleration.
-    fraction : float in [0, 1]
-        Where the point lies along the link (1: its tip).
-    active : callable ``active(t) -> bool`` or None (always)
-    """
-
-    strand: int
-    link: int
-    path: Callable[[float], Any]
-    fraction: float = 1.0
-    active: Callable[[float], bool] | None = None
-
-
-@dataclass(frozen=True)
-class JointRotation:
-    """A joint follows an animated rotation.
-
-    Attributes
-    ----------
-    strand, link : int
-        The link whose joint is driven (its index within the strand).
-    rotation : callable ``rotation(t) -> (4,)``
-        The joint's rotation relative to its parent (unit quaternion ``(w, x, y, z)``, like
-        ``State.q``) at time ``t``.
-    active : callable ``active(t) -> bool`` or None (always)
-    """
-
-    strand: int
-    link: int
-    rotation: Callable[[float], Any]
-    active: Callable[[float], bool] | None = None
-
-
-@dataclass(frozen=True)
 class ConstraintStats:
     """What the last substep's constraint pass did: rows of the largest tree problem, contacts
     found, joint-limit rows, bilateral rows."""
@@ -359,69 +320,7 @@ class SolverRecord:
     obstacle_motion: ObstacleMotion | None
     stats: ConstraintStats
     last_contacts: StepContacts | None
-    start: dict
-
-
-@dataclass(eq=False)
-class _Rows:
-    """Constraint rows, one column each (device arrays, ``R`` rows).
-
-    tree, link : (R,) int, level-major link; fraction : (R,) where the row's point lies along its
-    link (0 for joint rows); direction : (3, R) world force direction,
-    or the link-frame torque axis of a joint row; joint : (R,) bool; lower, upper : (R,) bounds;
-    target : (R,) m/s or rad/s, the desired velocity at ``t + h`` along the row (of the point,
-    world; of the joint, link frame); bounded rows stop pushing above it.
-    """
-
-    tree: Any
-    link: Any
-    fraction: Any
-    direction: Any
-    joint: Any
-    lower: Any
-    upper: Any
-    target: Any
-
-    def with_padding(self, xp: Any) -> _Rows:
-        """Each row followed by a padding row (no load, force held at 0), so that rows come in
-        the pairs the LCP sweeps update together."""
-        count = self.tree.shape[0]
-
-        def paired(values: Any, padding: Any) -> Any:
-            return xp.stack((values, padding), axis=-1).reshape(*values.shape[:-1], 2 * count)
-
-        def zero(values: Any) -> Any:
-            return paired(values, xp.zeros_like(values))
-
-        return _Rows(
-            tree=paired(self.tree, self.tree),
-            link=paired(self.link, self.link),
-            fraction=zero(self.fraction),
-            direction=zero(self.direction),
-            joint=paired(self.joint, self.joint),
-            lower=zero(self.lower),
-            upper=zero(self.upper),
-            target=zero(self.target),
-        )
-
-    @staticmethod
-    def concatenate(xp: Any, parts: list[_Rows]) -> _Rows:
-        names = (
-            "tree",
-            "link",
-            "fraction",
-            "direction",
-            "joint",
-            "lower",
-            "upper",
-            "target",
-        )
-        return _Rows(
-            **{
-                name: xp.concatenate([getattr(part, name) for part in parts], axis=-1)
-                for name in names
-            }
-        )
+    start: ConstraintStart
 
 
 class ConstraintSolver:
@@ -459,12 +358,12 @@ class ConstraintSolver:
         self.contacts = (
             None if obstacles is None else ObstacleContacts(model, obstacles, self.settings)
         )
-        self._limits = None if joint_limits is None else _device_limits(model, joint_limits)
+        self._limits = None if joint_limits is None else device_limits(model, joint_limits)
         self.bilateral: list[PointPath | JointRotation] = []
         self.stats = ConstraintStats()
         # What the last substep's contact correction did (None without contacts in it).
         self.last_contacts: StepContacts | None = None
-        self._start: dict = {}
+        self._start = ConstraintStart()
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -486,13 +385,7 @@ class ConstraintSolver:
         passed on."""
         limits = None
         if self._limits is not None:
-            chosen = self.model.backend.from_host(links)
-            limits = JointLimits(
-                *(
-                    part.to_strand_order(self._limits[name][chosen])
-                    for name in ("swing", "twist_min", "twist_max")
-                )
-            )
+            limits = self._limits.of_links(self.model, part, self.model.backend.from_host(links))
         return self.obstacles, limits, self.settings
 
     @property
@@ -540,7 +433,7 @@ class ConstraintSolver:
             None if contacts is None else contacts.motion,
             self.stats,
             self.last_contacts,
-            dict(self._start),
+            self._start,
         )
 
     def restore(self, record: SolverRecord) -> None:
@@ -548,7 +441,7 @@ class ConstraintSolver:
         if self.contacts is not None:
             self.contacts.memory, self.contacts.motion = record.memory, record.obstacle_motion
         self.stats, self.last_contacts = record.stats, record.last_contacts
-        self._start = dict(record.start)
+        self._start = record.start
 
     @property
     def obstacle_motion(self) -> ObstacleMotion | None:
@@ -561,7 +454,7 @@ class ConstraintSolver:
         if self.contacts is not None:
             self.contacts.reset()
         self.stats = ConstraintStats()
-        self._start = {}
+        self._start = ConstraintStart()
 
     def set_obstacle_motion(self, motion: ObstacleMotion) -> None:
         """Obstacle poses and velocities for the next substep."""
@@ -590,65 +483,34 @@ class ConstraintSolver:
 
     def begin(self, data: Data, state: State, control: Control, time: float, h: float) -> None:
         """Record the state at ``t``; ``control`` must still describe the bases at ``t``."""
-        model, xp = self.model, self.model.xp
+        model = self.model
         dynamics.link_velocities(model, data, state.q, state.w, control)
-        origin = control.base_position[:, model.link_base]
-        start: dict = {}
         if self.contacts is not None:
             self.contacts.begin(data, control)
-        if self._limits is not None:
-            start["limits"] = _swing_and_twist(model, state.q)
         active = [c for c in self.bilateral if c.active is None or bool(c.active(time + h))]
-        paths = [c for c in active if isinstance(c, PointPath)]
-        rotations = [c for c in active if isinstance(c, JointRotation)]
-        device = model.backend.from_host
-        if paths:
-            links = device(np.array([self._level_major_link(c.strand, c.link) for c in paths]))
-            fractions = device(np.array([float(c.fraction) for c in paths]))
-            relative, velocity = _points(model, data, links, fractions)
-            targets = np.array(
-                [[_checked_point(c, c.path(time + k * h)) for c in paths] for k in (-1, 0, 1)]
-            )
-            kp, kd = self.settings.path_stiffness, self.settings.path_damping
-            target_velocity = (targets[2] - targets[0]) / (2 * h)
-            target_acceleration = (targets[2] - 2 * targets[1] + targets[0]) / (h * h)
-            position = relative + origin[:, links]
-            # The target's velocity at t + h, and eq. 15's velocity there relative to it: the
-            # approach, capped at path_speed (the proportional term grows with the distance).
-            ahead = device(target_velocity.T) + h * device(target_acceleration.T)
-            approach = (
-                velocity
-                - device(target_velocity.T)
-                + (h * kp) * (device(targets[1].T) - position)
-                + (h * kd) * (device(target_velocity.T) - velocity)
-            )
-            speed = xp.sqrt(dot(approach, approach))
-            limit = self.settings.path_speed
-            approach = approach * xp.where(speed > limit, limit / xp.maximum(speed, 1e-300), 1.0)
-            start["paths"] = (links, fractions, ahead + approach)
-        if rotations:
-            links = device(np.array([self._level_major_link(c.strand, c.link) for c in rotations]))
-            targets = np.array(
-                [
-                    [_checked_rotation(c, c.rotation(time + k * h)) for c in rotations]
-                    for k in (-1, 0, 1)
-                ]
-            )
-            back = _log(_relative(targets[0], targets[1])) / h
-            ahead = _log(_relative(targets[1], targets[2])) / h
-            q, w = state.q[:, links], state.w[:, links]
-            error = spatial.quat_log(
-                xp, spatial.quat_multiply(xp, spatial.quat_conjugate(xp, q), device(targets[1].T))
-            )
-            kp, kd = self.settings.path_stiffness, self.settings.path_damping
-            desired = (
-                w
-                + device((ahead - back).T)
-                + (h * kp) * error
-                + (h * kd) * (device((0.5 * (ahead + back)).T) - w)
-            )
-            start["rotations"] = (links, desired)
-        self._start = start
+        settings = self.settings
+        self._start = constraint_start(
+            model,
+            data,
+            state,
+            control.base_position[:, model.link_base],
+            self._limits,
+            [
+                (self._level_major_link(c.strand, c.link), c)
+                for c in active
+                if isinstance(c, PointPath)
+            ],
+            [
+                (self._level_major_link(c.strand, c.link), c)
+                for c in active
+                if isinstance(c, JointRotation)
+            ],
+            time,
+            h,
+            settings.path_stiffness,
+            settings.path_damping,
+            settings.path_speed,
+        )
 
     def resolve(
         self,
@@ -663,8 +525,8 @@ class ConstraintSolver:
         record in ``memory`` which trees took them."""
         model, xp = self.model, self.model.xp
         dynamics.link_velocities(model, data, out.q, out.w, control)
-        parts: list[_Rows] = []
-        limit_rows = bilateral_rows = contacts = 0
+        parts: list[Rows] = []
+        limit_count = bilateral_rows = contacts = 0
         touching = xp.zeros(model.n_trees, dtype=bool)
         self.last_contacts = None
         if self.contacts is not None:
@@ -675,19 +537,28 @@ class ConstraintSolver:
             contacts = len(corrected.found)
             dynamics.link_velocities(model, data, out.q, out.w, control)
         if self._limits is not None:
-            rows = self._limit_rows(out, h)
-            limit_rows = rows.tree.shape[0]
+            settings = self.settings
+            rows = limit_rows(
+                model,
+                self._limits,
+                self._start.limits,
+                out,
+                h,
+                settings.limit_margin,
+                settings.limit_recovery_speed,
+            )
+            limit_count = rows.tree.shape[0]
             limited_trees = rows.tree
             parts.append(rows.with_padding(xp))
-        if "paths" in self._start:
-            rows = self._path_rows(data)
+        if self._start.paths is not None:
+            rows = path_rows(model, data, self._start.paths)
             bilateral_rows += rows.tree.shape[0]
             parts.append(rows.with_padding(xp))
-        if "rotations" in self._start:
-            rows = self._rotation_rows()
+        if self._start.rotations is not None:
+            rows = rotation_rows(model, self._start.rotations)
             bilateral_rows += rows.tree.shape[0]
             parts.append(rows.with_padding(xp))
-        rows = _Rows.concatenate(xp, parts) if parts else None
+        rows = Rows.concatenate(xp, parts) if parts else None
         count = 0 if rows is None else rows.tree.shape[0]
         constrained = xp.zeros(model.n_trees, dtype=bool)
         if count == 0:
@@ -698,14 +569,14 @@ class ConstraintSolver:
         self._factorize_plain(data, control, out.q, h, constrained)
         passes, repeated = self.settings.passes, None
         if passes is None:
-            passes = 2 if limit_rows else 1
-            if limit_rows:
+            passes = 2 if limit_count else 1
+            if limit_count:
                 # Only the trees with joint-limit rows take the second pass, so that a tree's
                 # step does not depend on the others (nor on how trees are grouped in workers).
                 repeated = xp.zeros(model.n_trees, dtype=bool)
                 repeated[limited_trees] = True
         largest = self._apply(data, state, control, rows, h, out, int(passes), repeated)
-        self.stats = ConstraintStats(largest, contacts, limit_rows, bilateral_rows)
+        self.stats = ConstraintStats(largest, contacts, limit_count, bilateral_rows)
         self._settle(memory, constrained | touching)
 
     def _settle(self, memory: StepMemory, constrained: Any) -> None:
@@ -752,135 +623,20 @@ class ConstraintSolver:
             )
             beyond |= depth > 0.0
         if self._limits is not None:
-            beyond |= self._limit_overshoot(out) > 0.0
+            overshoot = limit_overshoot(
+                self.model, self._limits, self._start.limits, out, self.settings.limit_tolerance
+            )
+            beyond |= overshoot > 0.0
         return np.nonzero(beyond)[0]
 
-    def _limit_overshoot(self, out: State) -> np.ndarray:
-        """How far (rad) the step from the state of the last :meth:`begin` to ``out`` took each
-        tree's joints beyond what they may reach: ``limit_tolerance`` past their swing or twist
-        limit, or, for a joint further out at the start, where it was; (n_trees,) on the
-        host."""
-        xp, limits = self.model.xp, self._limits
-        tolerance = self.settings.limit_tolerance
-        swing_end, _, twist_end = _swing_and_twist(self.model, out.q)
-        swing, _, twist = self._start["limits"]
-
-        def beyond(start: Any, end: Any, bound: Any) -> Any:
-            return end - bound - xp.maximum(start - bound, tolerance)
-
-        overshoot = xp.maximum(
-            beyond(swing, swing_end, limits["swing"]),
-            xp.maximum(
-                beyond(twist, twist_end, limits["twist_max"]),
-                beyond(-twist, -twist_end, -limits["twist_min"]),
-            ),
-        )
-        return self.model.backend.to_host(dynamics.tree_max(self.model, overshoot))
-
-    # --- rows ------------------------------------------------------------------------------
-
-    def _limit_rows(self, out: State, h: float) -> _Rows:
-        """One row per joint whose swing or twist is within ``limit_margin`` of its limit at the
-        start or at the free end of the step.
-
-        The angle at ``t + h`` is linearised about the start, ``θ(t) + h b·w⁺`` (``b`` the swing
-        axis, or the twist axis): a joint stopped at its limit ends with a small ``w⁺``, so this
-        is accurate where it matters, whereas a linearisation about the free end is off by the
-        square of the whole correction (a whipping tip overshot a 15° cone by 5°). A joint past
-        its limit at the start returns to it within the step, at most at
-        ``limit_recovery_speed``."""
-        model, xp = self.model, self.model.xp
-        limits, margin = self._limits, self.settings.limit_margin
-        swing_end, axis_end, twist_end = _swing_and_twist(model, out.q)
-        swing, axis, twist = self._start["limits"]
-        # At rest the swing axis is undefined: take the one the free step turns about.
-        axis = xp.where(swing > 1e-6, axis, axis_end)
-        y = xp.zeros_like(axis)
-        y[1] = 1.0
-        parts = []
-        # (which joints, torque axis, excess over the limit at t)
-        for mask, direction, excess in (
-            (
-                xp.maximum(swing, swing_end) > limits["swing"] - margin,
-                -axis,
-                swing - limits["swing"],
-            ),
-            (
-                xp.maximum(twist, twist_end) > limits["twist_max"] - margin,
-                -y,
-                twist - limits["twist_max"],
-            ),
-            (
-                xp.minimum(twist, twist_end) < limits["twist_min"] + margin,
-                y,
-                limits["twist_min"] - twist,
-            ),
-        ):
-            (link,) = xp.nonzero(mask)
-            # The velocity into the limit: at least the excess over the step (negative: the gap
-            # may close within it), a joint already past its limit returning at most so fast.
-            inward = excess[link] / h
-            inward = xp.where(
-                inward > 0.0, xp.minimum(inward, self.settings.limit_recovery_speed), inward
-            )
-            parts.append(_joint_rows(xp, model, link, direction[:, link], inward, True))
-        return _Rows.concatenate(xp, parts)
-
-    def _path_rows(self, data: Data) -> _Rows:
-        """Three bilateral rows per point: along the line from its tree's root joint to the point,
-        and two across it. A chain stretched toward an unreachable target
-        can hardly move its point along that line: in this basis that is one weak row, which
-        :meth:`_apply` makes compliant, rather than a near-singular block of world-axis rows
-        (each with a healthy diagonal) that asks for huge, nearly cancelling forces."""
-        model, xp = self.model, self.model.xp
-        links, fractions, desired = self._start["paths"]
-        count = links.shape[0]
-        reach = _from_root(model, data, links, _arms(model, data, links, fractions))
-        length = xp.sqrt(dot(reach, reach))
-        along = xp.where(length > 1e-12, reach / xp.where(length > 1e-12, length, 1.0), 0.0)
-        along[0] = xp.where(length > 1e-12, along[0], 1.0)
-        across = _perpendicular(xp, along)
-        basis = (along, across, cross(xp, along, across))
-        direction = xp.concatenate(basis, axis=1)
-        infinite = xp.full(3 * count, xp.inf, dtype=model.backend.float)
-        false = xp.zeros(3 * count, dtype=bool)
-        return _Rows(
-            tree=xp.tile(model.link_tree[links], 3),
-            link=xp.tile(links, 3),
-            fraction=xp.tile(fractions, 3),
-            direction=direction,
-            joint=false,
-            lower=-infinite,
-            upper=infinite,
-            target=xp.concatenate([dot(axis, desired) for axis in basis]),
-        )
-
-    def _rotation_rows(self) -> _Rows:
-        model, xp = self.model, self.model.xp
-        links, desired = self._start["rotations"]
-        count = links.shape[0]
-        eye = xp.eye(3, dtype=model.backend.float)
-        parts = [
-            _joint_rows(
-                xp,
-                model,
-                links,
-                xp.repeat(eye[:, axis : axis + 1], count, axis=1),
-                desired[axis],
-                False,
-            )
-            for axis in range(3)
-        ]
-        return _Rows.concatenate(xp, parts)
-
-    # --- operator, LCP and correction ------------------------------------------------------
+    # --- LCP and correction -----------------------------------------------------------------
 
     def _apply(
         self,
         data: Data,
         state: State,
         control: Control,
-        rows: _Rows,
+        rows: Rows,
         h: float,
         out: State,
         passes: int,
@@ -890,43 +646,22 @@ class ConstraintSolver:
         4–6), the passes after the first for the trees ``repeated`` ((T,) bool; None: all);
         returns the largest tree's row count."""
         model, xp, settings = self.model, self.model.xp, self.settings
-        to_host = model.backend.to_host
-        order = xp.argsort(rows.tree, kind="stable")
-        tree = rows.tree[order]
-        rank = xp.arange(tree.shape[0]) - xp.searchsorted(tree, tree, side="left")
-        n_trees = model.n_trees
-        # The row count of every tree, read back once (n_trees integers): the LCP groups trees by
-        # it, so that each group is padded to its own size rather than the largest tree's.
-        counts = to_host(xp.bincount(tree, minlength=n_trees))
-        m = int(counts.max())
-        groups = _size_groups(model.backend, counts)
+        dense = DenseRows.of(model, rows)
+        counts, m, n_trees, loaded = dense.counts, dense.size, model.n_trees, dense.loaded
+        groups = size_groups(model.backend, counts)
         dtype = model.backend.float
-
-        def dense(values: Any, fill: Any, kind: Any = dtype) -> Any:
-            target = xp.full((*values.shape[:-1], n_trees, m), fill, dtype=kind)
-            target[..., tree, rank] = values[..., order]
-            return target
-
-        link = xp.broadcast_to(xp.arange(n_trees)[:, None], (n_trees, m)).copy()
-        link[tree, rank] = rows.link[order]
-        # Every pass loads the links down to the deepest row's level (one number read back).
-        loaded = model.level_bounds[model.depth_of(to_host(xp.max(link)))][1]
-        fraction = dense(rows.fraction, 0.0)
-        arm = _arms(model, data, link, fraction)
-        direction = dense(rows.direction, 0.0)
-        joint = dense(rows.joint, False, bool)
-        lower = dense(rows.lower, 0.0)
-        upper = dense(rows.upper, 0.0)
-        target = dense(rows.target, 0.0)
+        link, fraction, direction, joint = dense.link, dense.fraction, dense.direction, dense.joint
+        lower, upper, target = dense.lower, dense.upper, dense.target
+        arm = arms(model, data, link, fraction)
 
         operator = delassus_operator(model, data, link, arm, direction, joint, h, counts)
         operator = 0.5 * (operator + operator.transpose(0, 2, 1))
         diagonal = xp.diagonal(operator, axis1=1, axis2=2)
         floor = 1e-12 * xp.max(diagonal, axis=1, keepdims=True) + 1e-30
-        level, weakness = _weak_rows(xp, link, fraction, joint, diagonal, settings.weak_row_ratio)
+        level, weakness = weak_rows(xp, link, fraction, joint, diagonal, settings.weak_row_ratio)
         # Weak rows are compliant: their diagonal is raised to the level of a healthy row.
         regularization = xp.maximum(settings.regularization * diagonal + floor, level - diagonal)
-        applied = _buckling_directions(
+        applied = buckling_directions(
             model, data, link, arm, direction, lower >= 0.0, weakness, settings.buckling_tilt
         )
 
@@ -945,8 +680,8 @@ class ConstraintSolver:
         for correction in range(passes):
             if correction:
                 dynamics.link_velocities(model, data, out.q, out.w, control)
-                arm = _arms(model, data, link, fraction)
-            velocity = _row_values(xp, data.v[:, link], out.w[:, link], arm, direction, joint)
+                arm = arms(model, data, link, fraction)
+            velocity = row_values(xp, data.v[:, link], out.w[:, link], arm, direction, joint)
             rhs = target - velocity + (operator @ force[:, :, None])[:, :, 0]
             new_force = force.copy()
             for trees, size in groups:
@@ -965,7 +700,7 @@ class ConstraintSolver:
                 )
             if correction and repeated is not None:
                 new_force = xp.where(repeated[:, None], new_force, force)
-            change = self._joint_load(data, link, arm, applied, joint, new_force - force, loaded)
+            change = joint_load(model, data, link, arm, applied, joint, new_force - force, loaded)
             force = new_force
             out.w += h * dynamics.solve(model, data, change)
             out.q[...] = rotations()
@@ -986,8 +721,15 @@ class ConstraintSolver:
                     tension_step=h,
                 )
                 data.plain_trees[...] = False
-                load = self._joint_load(
-                    data, link, _arms(model, data, link, fraction), applied, joint, force, loaded
+                load = joint_load(
+                    model,
+                    data,
+                    link,
+                    arms(model, data, link, fraction),
+                    applied,
+                    joint,
+                    force,
+                    loaded,
                 )
                 r[:, :loaded] -= load
                 update = dynamics.solve(model, data, -h * r)
@@ -996,318 +738,3 @@ class ConstraintSolver:
                 out.w += update
                 out.q[...] = rotations()
         return m
-
-    def _joint_load(
-        self,
-        data: Data,
-        link: Any,
-        arm: Any,
-        direction: Any,
-        joint: Any,
-        force: Any,
-        loaded: int,
-    ) -> Any:
-        """Joint torques (3, loaded) of row forces (T, m) on the dense rows (at the free step's
-        end), on the first ``loaded`` links: the levels down to the deepest row's (see
-        :func:`.dynamics.joint_load`)."""
-        model, xp = self.model, self.model.xp
-        dtype = model.backend.float
-        torque = xp.zeros((3, loaded), dtype=dtype)
-        link_force = xp.zeros((6, loaded), dtype=dtype)
-        # A column holds at most one row per tree, so its links never repeat.
-        for c in range(link.shape[1]):
-            point_force = direction[:, :, c] * (force[:, c] * ~joint[:, c])
-            link_force[:3, link[:, c]] += cross(xp, arm[:, :, c], point_force)
-            link_force[3:, link[:, c]] += point_force
-            torque[:, link[:, c]] += direction[:, :, c] * (force[:, c] * joint[:, c])
-        return torque + dynamics.joint_load(model, data, link_force)
-
-
-def delassus_operator(
-    model: Model,
-    data: Data,
-    link: Any,
-    arm: Any,
-    direction: Any,
-    joint: Any,
-    h: float,
-    counts: np.ndarray | None = None,
-) -> Any:
-    """The constraint operator ``A = h G N⁻¹ Gᵀ`` (T, m, m) of every tree's rows, by test solves
-    through the last :func:`.dynamics.factorize` (of ``N``).
-
-    Row ``i`` of tree ``t`` acts on level-major link ``link[t, i]``: a force along the world
-    ``direction[:, t, i]`` at the point ``arm[:, t, i]`` (relative to the tree's reference point),
-    or, where ``joint[t, i]``, a torque about the link-frame axis ``direction[:, t, i]`` on the
-    link's joint. ``A[t, i, j]`` is the change of row ``i``'s velocity (m/s or rad/s) at the end
-    of a step of ``h`` by a unit force (N or N·m) of row ``j`` held over it. Padding rows have a
-    zero direction. Column ``c`` of every tree comes from one solve, every tree loading its own
-    ``c``-th row (trees are independent; a tree's rows of one column are on one link, so no link
-    is loaded twice). Uses the link frames of the last kinematics in ``data``.
-
-    ``counts`` (host ints, (T,)) is every tree's row count (its rows from ``counts[t]`` on are
-    padding), read from ``direction`` with one transfer if not given. Only trees with more than
-    ``c`` rows need column ``c``: columns ``[2, 4)``, ``[4, 8)``, … are solved on a model of just
-    those trees (:func:`.model.select_trees`, with the factorisation gathered from ``data`` once
-    per range) when they are fewer than half the forest, so that the many columns of the few
-    trees with many rows cost those trees' links only.
-    """
-    xp = model.xp
-    n_trees, m = link.shape
-    operator = xp.zeros((n_trees, m, m), dtype=model.backend.float)
-    if counts is None:
-        loaded = xp.any(direction != 0.0, axis=0)
-        counts = model.backend.to_host(xp.max(xp.where(loaded, xp.arange(1, m + 1), 0), axis=1))
-    start, stop = 0, min(2, m)
-    while start < m:
-        trees = np.nonzero(counts > start)[0]
-        if not len(trees):
-            break
-        columns = range(start, stop)
-        if 2 * len(trees) >= n_trees:
-            _operator_columns(model, data, link, arm, direction, joint, h, columns, operator)
-        else:
-            sub = dynamics.tree_part(model, data, trees, (*dynamics.FACTORS, "oR", "r"))
-            device = model.backend.from_host
-            renumber = np.full(model.n_links, -1, dtype=np.int64)
-            renumber[sub.links] = np.arange(len(sub.links))
-            picked = device(trees)
-            part = xp.zeros((len(trees), m, m), dtype=model.backend.float)
-            _operator_columns(
-                sub.model,
-                sub.data,
-                device(renumber)[link[picked]],
-                arm[:, picked],
-                direction[:, picked],
-                joint[picked],
-                h,
-                columns,
-                part,
-            )
-            operator[picked, :, start:stop] = part[:, :, start:stop]
-        start, stop = stop, min(2 * stop, m)
-    return operator
-
-
-def _operator_columns(
-    model: Model,
-    data: Data,
-    link: Any,
-    arm: Any,
-    direction: Any,
-    joint: Any,
-    h: float,
-    columns: range,
-    operator: Any,
-) -> None:
-    """Columns ``columns`` of :func:`delassus_operator` into ``operator`` (T, m, m), one solve
-    each over the whole of ``model`` (down to the deepest row's level)."""
-    xp, to_host = model.xp, model.backend.to_host
-    # Level-major links are ordered by depth: each column's deepest link bounds the levels its
-    # load reaches, the deepest of all the levels whose answers are read.
-    loaded_depth = model.depth_of(to_host(xp.max(link, axis=0)))
-    answered_depth = int(loaded_depth.max())
-    for c in columns:
-        loaded = model.level_bounds[loaded_depth[c]][1]
-        point = direction[:, :, c] * ~joint[:, c]
-        link_force = xp.zeros((6, loaded), dtype=model.backend.float)
-        link_force[:3, link[:, c]] = cross(xp, arm[:, :, c], point)
-        link_force[3:, link[:, c]] = point
-        torque = dynamics.joint_load(model, data, link_force)
-        torque[:, link[:, c]] += direction[:, :, c] * joint[:, c]
-        dynamics.solve(model, data, torque, answered_depth)
-        operator[:, :, c] = h * _row_values(
-            xp, data.solve_a[:, link], data.x[:, link], arm, direction, joint
-        )
-
-
-def _swing_and_twist(model: Model, q: Any) -> tuple[Any, Any, Any]:
-    """Swing angle (N,), unit swing axis (3, N, link frame) and signed twist angle (N,) of every
-    joint's deviation from its rest rotation, split ``twist ⊗ swing`` as for the springs."""
-    xp = model.xp
-    deviation = spatial.quat_multiply(xp, spatial.quat_conjugate(xp, model.rest_rotation), q)
-    deviation = deviation * xp.where(deviation[0] < 0.0, -1.0, 1.0)
-    twist, swing = spatial.twist_swing(xp, deviation)
-    sine = xp.sqrt(swing[1] ** 2 + swing[3] ** 2)
-    axis = xp.stack((swing[1], xp.zeros_like(sine), swing[3]))
-    axis = axis / xp.where(sine > 1e-12, sine, 1.0)
-    return 2.0 * xp.arctan2(sine, swing[0]), axis, 2.0 * xp.arctan2(twist[2], twist[0])
-
-
-def _size_groups(backend: Any, counts: np.ndarray) -> list[tuple[Any, int]]:
-    """Trees with rows grouped by row count: ``(device tree indices, padded size)`` for counts in
-    ``(s/2, s]``, ``s`` = 2, 4, 8, … (capped at the largest count; counts are even)."""
-    largest = int(counts.max())
-    groups, size = [], 2
-    while size // 2 < largest:
-        members = np.nonzero((counts > size // 2) & (counts <= size))[0]
-        if len(members):
-            groups.append((backend.from_host(members), min(size, largest)))
-        size *= 2
-    return groups
-
-
-def _arms(model: Model, data: Data, link: Any, fraction: Any) -> Any:
-    """Points (3, ...) ``fraction`` along ``link`` relative to their tree's reference point, at
-    the configuration of the last kinematics in ``data``."""
-    return data.r[:, link] + (fraction * model.length[link]) * data.oR[:, 1, link]
-
-
-def _weak_rows(
-    xp: Any, link: Any, fraction: Any, joint: Any, diagonal: Any, ratio: float
-) -> tuple[Any, Any]:
-    """The diagonal level below which a row is weak, and how weak each row is (T, m).
-
-    A point row is compared with the most mobile row at the same point (same link and fraction:
-    a path's three rows): ``level = ratio × best``, and
-    ``weakness = 1 − diagonal / level`` where the diagonal is below it (0 elsewhere, and for
-    joint rows, whose torque always turns their own joint).
-    """
-    point = ~joint
-    same = (link[:, :, None] == link[:, None, :]) & (fraction[:, :, None] == fraction[:, None, :])
-    same &= point[:, :, None] & point[:, None, :]
-    level = ratio * xp.max(xp.where(same, diagonal[:, None, :], 0.0), axis=2)
-    weak = point & (diagonal < level)
-    return level, xp.where(weak, 1.0 - diagonal / xp.where(weak, level, 1.0), 0.0)
-
-
-def _buckling_directions(
-    model: Model,
-    data: Data,
-    link: Any,
-    arm: Any,
-    direction: Any,
-    pushing: Any,
-    weakness: Any,
-    tilt: float,
-) -> Any:
-    """Directions (3, T, m) the rows' forces are applied along: their own, except for weak rows
-    that only push (``pushing``: lower bound 0) toward their tree's root, tilted by up to
-    ``tilt × weakness`` sideways from their link.
-
-    Such a row pushes a (nearly) straight chain along itself: the chain can only give way by
-    buckling, and a perfectly straight one has no side to buckle to (the force has no lever on
-    any joint, so the buckle would grow from rounding errors, frames later). The tilt is the
-    imperfection that picks the side: the side the row already leans to across the link, or
-    the link's own x axis when it leans to none.
-    """
-    xp = model.xp
-    axis = data.oR[:, 1, link]
-    lateral = direction - dot(direction, axis) * axis
-    size = xp.sqrt(dot(lateral, lateral))
-    lateral = xp.where(size > 1e-9, lateral / xp.where(size > 1e-9, size, 1.0), data.oR[:, 0, link])
-    compressing = pushing & (dot(direction, _from_root(model, data, link, arm)) < 0.0)
-    return direction + (tilt * weakness * compressing) * lateral
-
-
-def _from_root(model: Model, data: Data, link: Any, arm: Any) -> Any:
-    """Points ``arm`` (3, ...) relative to their tree's reference point, made relative to the
-    tree's root joint (level-major link ``t`` is the root of tree ``t``)."""
-    return arm - data.r[:, model.link_tree[link]]
-
-
-def _row_values(
-    xp: Any, spatial_motion: Any, joint_motion: Any, arm: Any, direction: Any, joint: Any
-) -> Any:
-    """Rows' velocities (or accelerations), (T, m): of their points along their direction from
-    the spatial motion (6, T, m) of their links, or of their joints about their axis from joint
-    motion (3, T, m)."""
-    point = spatial_motion[3:] + cross(xp, spatial_motion[:3], arm)
-    return xp.where(joint, dot(direction, joint_motion), dot(direction, point))
-
-
-# --- helpers -------------------------------------------------------------------------------
-
-
-def _points(model: Model, data: Data, links: Any, fractions: Any) -> tuple[Any, Any]:
-    """Positions relative to each tree's reference point and world velocities (3, P) of points
-    ``fractions`` along ``links``, from the last :func:`.dynamics.link_velocities`."""
-    xp = model.xp
-    relative = _arms(model, data, links, fractions)
-    velocity = data.v[3:, links] + cross(xp, data.v[:3, links], relative)
-    return relative, velocity
-
-
-def _joint_rows(
-    xp: Any, model: Model, link: Any, direction: Any, target: Any, unilateral: bool
-) -> _Rows:
-    """Rows of torques about link-frame ``direction`` (3, R) on the joints of ``link``, pushing
-    only (``unilateral``) or both ways, toward joint velocities ``target`` along ``direction``."""
-    count = link.shape[0]
-    dtype = model.backend.float
-    infinite = xp.full(count, xp.inf, dtype=dtype)
-    return _Rows(
-        tree=model.link_tree[link],
-        link=link,
-        fraction=xp.zeros(count, dtype=dtype),
-        direction=direction,
-        joint=xp.ones(count, dtype=bool),
-        lower=xp.zeros(count, dtype=dtype) if unilateral else -infinite,
-        upper=infinite,
-        target=target,
-    )
-
-
-def _perpendicular(xp: Any, n: Any) -> Any:
-    """A unit vector perpendicular to each unit vector (3, C)."""
-    helper = xp.zeros_like(n)
-    use_y = xp.abs(n[0]) > 0.9
-    helper[0] = xp.where(use_y, 0.0, 1.0)
-    helper[1] = xp.where(use_y, 1.0, 0.0)
-    tangent = cross(xp, n, helper)
-    return tangent / xp.sqrt(dot(tangent, tangent))
-
-
-def _device_limits(model: Model, limits: JointLimits) -> dict:
-    values = {}
-    for name in ("swing", "twist_min", "twist_max"):
-        host = real_array(f"JointLimits.{name}", getattr(limits, name))
-        try:
-            host = np.broadcast_to(host, (model.n_links,))
-        except ValueError as error:
-            raise InvalidInputError(
-                f"JointLimits.{name}: expected a scalar or {model.n_links} per-link values in "
-                f"strand order, got shape {host.shape}"
-            ) from error
-        if np.isnan(host).any():
-            raise InvalidInputError(f"JointLimits.{name} has NaN values")
-        values[name] = model.from_strand_order(host, f"JointLimits.{name}")
-    host_swing = model.to_strand_order(values["swing"])
-    if (host_swing < 0).any():
-        raise InvalidInputError("JointLimits.swing must not be negative")
-    if (
-        model.to_strand_order(values["twist_min"]) > model.to_strand_order(values["twist_max"])
-    ).any():
-        raise InvalidInputError("JointLimits.twist_min must not exceed twist_max")
-    return values
-
-
-def _checked_point(constraint: PointPath, value: Any) -> np.ndarray:
-    return vector3(
-        f"the path of the point constraint on strand {constraint.strand}, link {constraint.link}",
-        value,
-    )
-
-
-def _checked_rotation(constraint: JointRotation, value: Any) -> np.ndarray:
-    q = real_array(
-        f"the rotation of the joint constraint on strand {constraint.strand}, link "
-        f"{constraint.link}",
-        value,
-    )
-    if q.shape != (4,) or not np.isfinite(q).all() or abs(np.linalg.norm(q) - 1.0) > 1e-6:
-        raise InvalidInputError(
-            f"the rotation of the joint constraint on strand {constraint.strand}, link "
-            f"{constraint.link} must return a unit quaternion (w, x, y, z), got {value!r}"
-        )
-    return q
-
-
-def _relative(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a⁻¹ ⊗ b`` of host quaternions (R, 4)."""
-    return spatial.quat_multiply(np, spatial.quat_conjugate(np, a.T), b.T).T
-
-
-def _log(q: np.ndarray) -> np.ndarray:
-    """Rotation vectors (R, 3) of host unit quaternions (R, 4)."""
-    return spatial.quat_log(np, q.T).T

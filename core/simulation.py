@@ -19,14 +19,7 @@ import numpy as np
 
 from . import dynamics
 from .base_motion import BaseMotion
-from .constraints import (
-    ConstraintSettings,
-    ConstraintSolver,
-    ConstraintStats,
-    JointLimits,
-    JointRotation,
-    PointPath,
-)
+from .constraints import ConstraintSettings, ConstraintSolver, ConstraintStats
 from .dynamics import Data
 from .errors import InvalidInputError
 from .fields import FieldLike, ForceFields
@@ -35,6 +28,7 @@ from .interaction import Interaction, InteractionStats, StrandInteraction
 from .model import Model
 from .obstacles import Obstacles
 from .pose import Pose
+from .rows import JointLimits, JointRotation, PointPath
 from .state import Control, State, StepMemory
 from .stepping import (
     AdvanceRequest,

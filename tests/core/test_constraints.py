@@ -31,7 +31,7 @@ from oriented_strands.core import (
     integrators,
     spatial,
 )
-from oriented_strands.core.constraints import _operator_columns, delassus_operator
+from oriented_strands.core.delassus import delassus_operator, operator_columns
 from oriented_strands.core.model import select_trees
 from oriented_strands.core.obstacles import signed_distances
 from oriented_strands.core.state import Control
@@ -206,7 +206,7 @@ def test_the_operator_solves_later_columns_on_the_trees_that_have_them(backend):
     rows = (links, arm, device(direction), device(joint))
     operator = host(delassus_operator(model, data, *rows, h, counts))
     whole = xp.zeros((n_trees, m, m), dtype=model.backend.float)
-    _operator_columns(model, data, *rows, h, range(m), whole)
+    operator_columns(model, data, *rows, h, range(m), whole)
     whole = host(whole)
     assert np.abs(operator - whole).max() <= 1e-12 * np.abs(whole).max()
     assert np.abs(whole[1:, :, 2:]).max() == 0.0
