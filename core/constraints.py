@@ -311,6 +311,20 @@ class ConstraintStats:
 
 
 @dataclass(frozen=True, eq=False)
+class SolverSpec:
+    """What a :class:`ConstraintSolver` is made of, but its model and animated constraints: its
+    obstacles (on the model's backend), joint limits and settings (None: none)."""
+
+    obstacles: Obstacles | None
+    joint_limits: JointLimits | None
+    settings: ConstraintSettings
+
+    def solver(self, model: Model) -> ConstraintSolver:
+        """The solver of ``model`` (whose links the joint limits are given for)."""
+        return ConstraintSolver(model, self.obstacles, self.joint_limits, self.settings)
+
+
+@dataclass(frozen=True, eq=False)
 class SolverRecord:
     """What a :class:`ConstraintSolver` carries from one step to the next
     (:meth:`ConstraintSolver.kept`): how its contacts rubbed, the obstacles' last motion, the
@@ -378,29 +392,28 @@ class ConstraintSolver:
             raise InvalidInputError(f"PointPath.fraction must lie in [0, 1], got {constraint}")
         self.bilateral.append(constraint)
 
-    def arguments_for(self, part: Model, links: np.ndarray) -> tuple:
-        """``(obstacles, joint_limits, settings)`` of a solver for ``part``, a model of some of
-        this model's trees (:func:`.model.select_trees`; ``links``: the level-major links of
-        this model that ``part`` holds, in its own order). Animated constraints are not
-        passed on."""
+    def spec_for(self, part: Model, links: np.ndarray) -> SolverSpec:
+        """What a solver for ``part`` is made of, a model of some of this model's trees
+        (:func:`.model.select_trees`; ``links``: the level-major links of this model that
+        ``part`` holds, in its own order). Animated constraints are not passed on."""
         limits = None
         if self._limits is not None:
             limits = self._limits.of_links(self.model, part, self.model.backend.from_host(links))
-        return self.obstacles, limits, self.settings
+        return SolverSpec(self.obstacles, limits, self.settings)
 
     @property
     def divisible(self) -> bool:
         """Whether a solver for some of the trees (:meth:`for_trees`) resolves them as this one
-        does: not with animated constraints, which :meth:`arguments_for` does not pass on."""
+        does: not with animated constraints, which :meth:`spec_for` does not pass on."""
         return not self.bilateral
 
     def for_trees(
         self, part: Model, links: np.ndarray, memory: ContactMemory | None
     ) -> ConstraintSolver:
         """A solver for ``part``, a model of some of this model's trees (``links`` as in
-        :meth:`arguments_for`), its obstacles where these are, remembering what ``memory`` (one
+        :meth:`spec_for`), its obstacles where these are, remembering what ``memory`` (one
         of this solver's, :attr:`memory`) holds of its contacts."""
-        solver = ConstraintSolver(part, *self.arguments_for(part, links))
+        solver = self.spec_for(part, links).solver(part)
         if self.contacts is not None:
             solver.contacts.set_motion(self.contacts.motion)
             points = self.contacts.points_of(solver.contacts, links)

@@ -679,11 +679,10 @@ def step_implicit(
                 model, state, control, state.w, scheme, settings, stalled, damped=True
             )
         if exact is not None:
-            links, w_exact, exact_change, exact_iterations = exact
-            w_new[:, model.backend.from_host(links)] = w_exact
-            change[model.backend.from_host(stalled)] = exact_change
+            w_new[:, model.backend.from_host(exact.links)] = exact.w
+            change[model.backend.from_host(stalled)] = exact.change
             largest = float(to_host(xp.max(change)))
-            iterations += exact_iterations
+            iterations += exact.iterations
     # Trees that still fail fall back (fall_back, once the step is done); the rest keep it.
     reasons: dict[int, str] = {}
     if finish_exactly and not settings.strict:
@@ -867,6 +866,17 @@ DAMPED_NEWTON_MAX_ITERATIONS = 30
 DAMPED_NEWTON_HALVINGS = 12
 
 
+@dataclass(frozen=True, eq=False)
+class ExactNewton:
+    """Where :func:`_newton_exact` ended: the level-major links of its trees (host), their new
+    velocities (3, n), each tree's last update (T,), rad/s, and the iterations taken."""
+
+    links: np.ndarray
+    w: Any
+    change: Any
+    iterations: int
+
+
 def _newton_exact(
     model: Model,
     state: State,
@@ -876,7 +886,7 @@ def _newton_exact(
     settings: SolverSettings,
     trees: np.ndarray,
     damped: bool = False,
-) -> tuple[np.ndarray, Any, Any, int] | None:
+) -> ExactNewton | None:
     """Newton's method with each tree's exact Jacobian, by finite differences of the residual,
     for ``trees`` (host indices), from ``w_start`` (3, N): where the modified iteration stopped,
     or, ``damped``, the step's start.
@@ -896,8 +906,7 @@ def _newton_exact(
     tree's squared residual falls (at most :data:`DAMPED_NEWTON_HALVINGS` times): the exact
     Newton direction lowers it, so the iteration cannot run away, and it ends quadratically.
 
-    Returns the level-major links of ``trees``, their new velocities (3, n), each tree's last
-    update (T,) and the iterations taken; None if a tree has more than
+    Returns where it ended (:class:`ExactNewton`); None if a tree has more than
     :data:`EXACT_NEWTON_MAX_LINKS` links, or the iteration does not converge within
     :data:`EXACT_NEWTON_MAX_ITERATIONS` (:data:`DAMPED_NEWTON_MAX_ITERATIONS` damped) or, not
     damped, lets an update grow (it started too far from the solution).
@@ -977,7 +986,7 @@ def _newton_exact(
             return None
         w, last_change = w + delta[owners, rows], change
         if finished:
-            return links, backend.from_host(w), backend.from_host(change), iteration
+            return ExactNewton(links, backend.from_host(w), backend.from_host(change), iteration)
     return None
 
 

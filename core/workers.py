@@ -59,7 +59,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from .constraints import ConstraintSolver, ConstraintStats
+from .constraints import ConstraintSolver, ConstraintStats, SolverSpec
 from .dynamics import Data
 from .errors import WorkerError
 from .integrators import SolverSettings, StepStats
@@ -128,13 +128,13 @@ importlib.import_module(module).serve(sys.stdin.buffer, sys.stdout.buffer)
 
 @dataclass(frozen=True, eq=False)
 class _Build:
-    """Build a group: its model, gravity (3,), settings and the arguments of its constraint
-    solver (:meth:`.ConstraintSolver.arguments_for`), if any."""
+    """Build a group: its model, gravity (3,), settings and what its constraint solver is made
+    of (:meth:`.ConstraintSolver.spec_for`), if any."""
 
     model: Model
     gravity: Any
     settings: SolverSettings
-    constraints: tuple | None
+    constraints: SolverSpec | None
 
 
 @dataclass(frozen=True)
@@ -690,7 +690,7 @@ class _Worker:
         part, links = select_trees(model, trees)
         worker = cls(number, links)
         try:
-            solver = None if constraints is None else constraints.arguments_for(part, links)
+            solver = None if constraints is None else constraints.spec_for(part, links)
             worker.send(_Build(part, gravity, settings, solver))
         except BaseException:
             worker.close()
@@ -893,7 +893,7 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
                 state = State.at_rest(model)
                 solver = None
                 if message.constraints is not None:
-                    solver = ConstraintSolver(model, *message.constraints)
+                    solver = message.constraints.solver(model)
                 group = _Group(
                     model,
                     Data.for_model(model),
