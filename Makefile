@@ -1,9 +1,10 @@
 # The few commands people type. See docs/development.md.
 #
 # Two venvs, because bpy 5.0.1 pins numpy<2 while pin (Pinocchio) needs numpy>=2:
-#   .venv/engine   NumPy 2.x, pin, MuJoCo, ruff: tests/core against the reference libraries.
-#   .venv/blender  NumPy 1.26, bpy, alembic3d, MuJoCo: tests/core again, tests/blender, demo,
-#                  bench, build.
+#   .venv/engine   NumPy 2.x, pin, MuJoCo, ruff: tests/core against the reference libraries,
+#                  tests/strands_io.
+#   .venv/blender  NumPy 1.26, bpy, alembic3d, MuJoCo: tests/core and tests/strands_io again,
+#                  tests/blender, demo, bench, build.
 #   .venv/blender-lts  bpy 4.2 (the oldest Blender supported): tests/blender again.
 
 PYTHON ?= python3.11
@@ -22,10 +23,11 @@ BLENDER_SANDBOX = sandbox=$$(mktemp -d) && trap 'rm -rf "$$sandbox"' EXIT && \
 test: test-engine test-blender test-blender-lts
 
 test-engine: $(ENGINE)/editable.stamp
-	$(ENGINE)/bin/pytest tests/test_package.py tests/test_docs.py tests/core
+	$(ENGINE)/bin/pytest tests/test_package.py tests/test_docs.py tests/core tests/strands_io
 
 test-blender: $(BLENDER)/editable.stamp
-	$(BLENDER)/bin/pytest tests/test_package.py tests/test_docs.py tests/core tests/blender
+	$(BLENDER)/bin/pytest tests/test_package.py tests/test_docs.py tests/core tests/strands_io \
+		tests/blender
 
 test-blender-lts: $(BLENDER_LTS)/editable.stamp
 	$(BLENDER_LTS)/bin/pytest tests/test_package.py tests/blender

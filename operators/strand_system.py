@@ -1,4 +1,5 @@
-"""Operators on strand systems: each reads the context, calls ``scene`` and reports.
+"""Operators on strand systems: each reads the context, calls ``scene`` (or ``strands_io`` for
+the material presets) and reports.
 
 Errors of the engine and the adapter (:class:`StrandError`) become error reports and cancel the
 operator; ``scene`` guarantees nothing was changed when they are raised.
@@ -11,6 +12,7 @@ from bpy.props import EnumProperty, FloatProperty
 
 from .. import scene
 from ..core import StrandError
+from ..strands_io.parameters import preset_names, preset_property_values
 
 
 def report_error(operator: bpy.types.Operator, error: Exception) -> set[str]:
@@ -173,7 +175,7 @@ class ORIENTED_STRANDS_OT_apply_material_preset(bpy.types.Operator):
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         try:
-            values = scene.preset_property_values(_PRESET_NAMES.get(self.preset, self.preset))
+            values = preset_property_values(_PRESET_NAMES.get(self.preset, self.preset))
         except StrandError as error:
             return report_error(self, error)
         props = context.object.oriented_strands
@@ -186,7 +188,7 @@ class ORIENTED_STRANDS_OT_apply_material_preset(bpy.types.Operator):
 def register_preset_items() -> None:
     """Fill the preset enum from the engine's presets (called by register())."""
     _PRESET_NAMES.clear()
-    _PRESET_NAMES.update({name.upper().replace(" ", "_"): name for name in scene.preset_names()})
+    _PRESET_NAMES.update({name.upper().replace(" ", "_"): name for name in preset_names()})
     _PRESET_ITEMS[:] = [(key, name.capitalize(), "") for key, name in _PRESET_NAMES.items()]
 
 

@@ -1,9 +1,12 @@
-"""The adapter between Blender and the engine: the only non-UI code that imports ``bpy``.
+"""The Blender side of the adapter: with the UI, the only code that imports ``bpy``.
 
-Reads curves, hair curves and the transforms that carry their roots into plain arrays, builds
-the engine's model from them, runs the live preview (frame cache and handlers), writes
-simulated points to a generated preview object, and bakes them to shape keys, bones, hair-curve
-caches and Alembic. Operators and panels call only what is re-exported here.
+Reads curves, hair curves, the transforms that carry their roots, force fields, obstacles and
+settings from the evaluated scene into the plain records of ``strands_io``; runs the live
+preview (handlers that ask a ``strands_io`` runtime for a frame, and a generated preview object
+that shows its points); and bakes them to shape keys, bones, hair-curve caches and Alembic.
+What happens in between (conversion to strands, parameter mapping, the frame cache) is
+``strands_io``'s, which imports no Blender. Operators and panels call what is re-exported here,
+and ``strands_io`` for what needs no scene (the material presets).
 """
 
 from . import handlers
@@ -16,9 +19,7 @@ from .bake_outputs import (
     gather_hair_caches,
     missing_cache,
 )
-from .errors import SceneInputError
 from .inputs import STRAND_OBJECT_TYPES
-from .strands import preset_names, preset_property_values
 from .systems import (
     add_child_hair,
     add_strand_systems,
@@ -44,7 +45,6 @@ __all__ = [
     "BAKE_TARGET_ITEMS",
     "BakeJob",
     "STRAND_OBJECT_TYPES",
-    "SceneInputError",
     "add_child_hair",
     "add_strand_systems",
     "backend_items",
@@ -63,8 +63,6 @@ __all__ = [
     "missing_cache",
     "obstacle_names",
     "obstacles_setting_changed",
-    "preset_names",
-    "preset_property_values",
     "parameters_changed",
     "refresh",
     "remove_strand_system",

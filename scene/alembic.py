@@ -19,6 +19,7 @@ import os
 
 import bpy
 
+from ..strands_io.errors import SceneInputError
 from .bake_outputs import (
     BAKE_PROPERTY_GROUP,
     BONES,
@@ -27,8 +28,7 @@ from .bake_outputs import (
     baked_objects,
     missing_cache,
 )
-from .cache import sampling
-from .errors import SceneInputError
+from .sampling import sampling
 
 EXPORT_MODIFIER = "Oriented Strands Alembic export"
 

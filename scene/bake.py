@@ -20,12 +20,13 @@ import bpy
 import numpy as np
 
 from ..core import StrandError
+from ..strands_io.cache import StrandSystemRuntime
+from ..strands_io.errors import SceneInputError
+from ..strands_io.parameters import StrandSettings
 from . import bake_outputs
 from .bake_outputs import BAKE_TARGET_ITEMS, BONES, HAIR, BakedSystem
-from .cache import StrandSystemRuntime
-from .errors import SceneInputError
 from .preview import surface_binding
-from .strands import PROPERTY_GROUP, AnimatedValues, StrandSettings, read_settings
+from .strands import PROPERTY_GROUP, AnimatedValues, read_settings
 from .systems import is_strand_system, read_for_bake, runtime
 
 # Past this many bones Blender's animation system slows to a crawl (every bone has four
@@ -34,19 +35,6 @@ BONE_LIMIT = 10_000
 
 # Console progress lines are printed at most this often (s).
 PROGRESS_INTERVAL = 1.0
-
-
-def _link_parents(specs: list, point_counts: np.ndarray) -> np.ndarray:
-    """Strand-order parent link of every link (-1 for roots): the previous link of its strand,
-    or for a branch's first link the link of the parent strand it is attached to."""
-    link_counts = point_counts - 1
-    offsets = np.concatenate(([0], np.cumsum(link_counts)))
-    parents = []
-    for strand, spec in enumerate(specs):
-        first = -1 if spec.parent is None else offsets[spec.parent[0]] + spec.parent[1]
-        parents.append(first)
-        parents.extend(offsets[strand] + np.arange(link_counts[strand] - 1))
-    return np.array(parents, dtype=np.int64)
 
 
 class _Recording:
@@ -90,7 +78,7 @@ class _Recording:
             points=self.points,
             point_counts=np.asarray(layout.point_counts),
             point_radius=np.asarray(self.runtime.point_radius),
-            link_parent=_link_parents(layout.specs, np.asarray(layout.point_counts)),
+            link_parent=layout.link_parent,
             link_rotations=self.rotations,
             binding=surface_binding(self.ob, self.runtime.prepared.attachment),
         )

@@ -21,10 +21,10 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
+from ..strands_io.errors import SceneInputError
+from ..strands_io.geometry import continuous_quaternions, quaternions_from_matrices
 from . import children
 from .animation import add_fcurve, new_action
-from .errors import SceneInputError
-from .geometry import continuous_quaternions, quaternions_from_matrices
 from .preview import SurfaceBinding, new_curves_object, to_local
 from .strands import PROPERTY_GROUP
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import bpy
 import numpy as np
 
-from .errors import SceneInputError
-from .geometry import root_spacing
+from ..strands_io.errors import SceneInputError
+from ..strands_io.geometry import root_spacing
 
 CHILD_HAIR_GROUP = "Oriented Strands Child Hair"
 CHILD_HAIR_SUFFIX = "_children"

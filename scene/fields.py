@@ -23,14 +23,13 @@ it ignored.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
 
 import bpy
 import numpy as np
 
-from ..core.fields import Falloff, PointField, RootToTip, Turbulence, VortexField, Wind
+from ..core.fields import Falloff, PointField, Turbulence, VortexField, Wind
+from ..strands_io.records import SceneFields
 
 # Eddy size and time of the turbulence that a Wind field's Noise adds (m, s).
 WIND_NOISE_LENGTH = 1.0
@@ -41,30 +40,6 @@ TURBULENCE_TIME = 1.0
 DEFAULT_FALLOFF_RADIUS = 1.0
 
 SUPPORTED_TYPES = ("WIND", "TURBULENCE", "VORTEX", "FORCE")
-
-
-@dataclass(frozen=True)
-class SceneFields:
-    """The force fields acting on one strand system at one frame, unweighted, world space.
-
-    Attributes
-    ----------
-    wind : tuple of fields read as air velocity (m/s)
-    force : tuple of fields read as force per metre of strand (N/m)
-    ignored : tuple of str
-        Names of field objects that were not read, with why, for the status.
-    """
-
-    wind: tuple = ()
-    force: tuple = ()
-    ignored: tuple = ()
-
-    def weighted(self, weight: RootToTip) -> tuple[list, list]:
-        """The wind and force fields, each with the strand system's root-to-tip ``weight``."""
-        return (
-            [dataclasses.replace(item, weight=weight) for item in self.wind],
-            [dataclasses.replace(item, weight=weight) for item in self.force],
-        )
 
 
 def field_objects(

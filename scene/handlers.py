@@ -11,7 +11,7 @@ import bpy
 from bpy.app.handlers import persistent
 
 from . import bake_outputs, systems
-from .cache import is_sampling
+from .sampling import is_sampling
 
 
 @persistent

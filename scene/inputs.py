@@ -1,67 +1,35 @@
 """Reading what the artist drew: curves as world-space polylines, and the bases that carry them.
 
 Everything here reads the *evaluated* scene (modifiers, shape keys, parents, constraints) at the
-depsgraph's current frame and returns host NumPy arrays; nothing is written.
+depsgraph's current frame and returns host NumPy arrays and the records of
+``strands_io.records``; nothing is written. Which wire-mesh vertices form a spline, and the
+geometry of roots on surface triangles, are ``strands_io.geometry``'s.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 import bpy
 import numpy as np
 from mathutils.bvhtree import BVHTree
 
-from .errors import SceneInputError
-from .geometry import (
+from ..strands_io.errors import SceneInputError
+from ..strands_io.geometry import (
     COINCIDENT_DISTANCE,
     barycentric_coordinates,
+    edge_chains,
     polyline_length,
     rigid_part,
     triangle_frames,
 )
+from ..strands_io.records import DrawnCurves, SurfaceAttachment
 
 STRAND_OBJECT_TYPES = ("CURVE", "CURVES")
 
 
-@dataclass(frozen=True)
-class DrawnCurves:
-    """The splines of one object as dense polylines in world space.
-
-    Attributes
-    ----------
-    object_name : str
-    polylines : list of (P_i, 3) float64 arrays, m, world
-        Blender's own tessellation of each spline (Bézier and NURBS at the curve's resolution;
-        hair curves through their control points); ``polylines[i][0]`` is the root.
-    labels : list of str
-        ``"spline 3"`` (legacy curves) or ``"curve 3"`` (hair curves), for messages.
-    """
-
-    object_name: str
-    polylines: list[np.ndarray]
-    labels: list[str]
-
-
 def _world(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     return points @ matrix[:3, :3].T + matrix[:3, 3]
-
-
-def _chains(vertex_count: int, edges: np.ndarray) -> list[tuple[int, int]]:
-    """``(start, stop)`` vertex ranges of the wire mesh Blender makes from a legacy curve.
-
-    Blender writes each spline's evaluated points contiguously, joined by edges ``(i, i + 1)``
-    (plus a closing edge for cyclic splines); a spline starts wherever that edge is missing.
-    """
-    linked = np.zeros(max(vertex_count - 1, 0), dtype=bool)
-    consecutive = edges[:, 1] - edges[:, 0] == 1
-    linked[edges[consecutive, 0]] = True
-    backwards = edges[:, 0] - edges[:, 1] == 1
-    linked[edges[backwards, 1]] = True
-    starts = np.concatenate(([0], np.nonzero(~linked)[0] + 1))
-    stops = np.concatenate((starts[1:], [vertex_count]))
-    return list(zip(starts.tolist(), stops.tolist(), strict=True))
 
 
 def _legacy_polylines(ob: bpy.types.Object, evaluated: bpy.types.Object) -> list[np.ndarray]:
@@ -81,7 +49,7 @@ def _legacy_polylines(ob: bpy.types.Object, evaluated: bpy.types.Object) -> list
     finally:
         evaluated.to_mesh_clear()
     co, edges = co.reshape(-1, 3), edges.reshape(-1, 2)
-    chains = _chains(len(co), edges)
+    chains = edge_chains(len(co), edges)
     if len(chains) != len(splines):
         raise SceneInputError(
             f"object {ob.name!r}: its modifiers turn {len(splines)} spline(s) into "
@@ -213,34 +181,6 @@ def _surface_triangles(
     """World vertex positions (V, 3) and triangle corner indices (T, 3) of the evaluated mesh."""
     co, triangles, matrix = mesh_triangles(surface, depsgraph)
     return _world(co, matrix), triangles
-
-
-@dataclass(frozen=True)
-class SurfaceAttachment:
-    """Where each hair root sits on its surface mesh, found once in the rest pose.
-
-    Attributes
-    ----------
-    surface_name : str
-    triangle : (n,) int, index into the evaluated mesh's loop triangles
-    barycentric : (n, 3) float64
-    triangle_count : int
-        Loop triangles of the evaluated mesh when attached; a different count later means the
-        surface's topology changed and the attachment no longer applies.
-    uv_map : str
-        The surface's UV map the hair names (``Curves.surface_uv_map``, else the mesh's active
-        render UV map); "" if the mesh has none.
-    uv : (n, 2) float64 or None
-        Each root's coordinate in ``uv_map`` (what Blender's hair tools store as
-        ``surface_uv_coordinate``); None without a UV map.
-    """
-
-    surface_name: str
-    triangle: np.ndarray
-    barycentric: np.ndarray
-    triangle_count: int
-    uv_map: str = ""
-    uv: np.ndarray | None = None
 
 
 def attach_to_surface(

@@ -6,11 +6,11 @@ in the object's own axes with the object's scale applied, at the strand system's
 - **Mesh**: the triangle mesh (``TriangleMesh``). A closed mesh that keeps its shape over the
   frame range is a signed-distance grid of the chosen cell size (a 48th of the mesh's largest
   dimension when 0). One whose evaluated shape changes (an armature, shape keys, modifiers,
-  Geometry Nodes, a cloth simulation) is *deforming*: its vertices are read at every frame and
-  move in straight lines through the substeps (``VertexTrajectory``), and it is queried against
-  its triangles with the cell size as the query's grid. An open mesh (a collar, a brim, a
-  single-sided plane) needs a *Thickness* and is queried against its triangles too. The vertex
-  count must stay the same at every frame;
+  Geometry Nodes, a cloth simulation) is *deforming* (``strands_io.cache.with_deformation``
+  decides): its vertices are read at every frame and move in straight lines through the
+  substeps (``VertexTrajectory``), and it is queried against its triangles with the cell size as
+  the query's grid. An open mesh (a collar, a brim, a single-sided plane) needs a *Thickness* and
+  is queried against its triangles too. The vertex count must stay the same at every frame;
 - **Sphere**: the smallest ball about the object's origin holding every vertex;
 - **Capsule**: along the object's local Z, from the lowest to the highest vertex, with the radius
   of the vertex farthest from that axis;
@@ -23,39 +23,20 @@ velocities at each substep come from the same C² interpolation as the roots' (a
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-from dataclasses import dataclass
 
 import bpy
 import numpy as np
 
 from ..core.obstacles import Capsule, Material, Plane, Sphere, TriangleMesh, count_open_edges
-from .errors import SceneInputError
-from .geometry import rigid_part
+from ..strands_io.errors import SceneInputError
+from ..strands_io.geometry import rigid_part
+from ..strands_io.records import ObstacleShapes
 from .inputs import mesh_triangles
 
 # A mesh's grid cell when none is set: this fraction of its largest dimension.
 DEFAULT_CELLS_ACROSS = 48
-# A mesh whose vertices move by more than this (m, in the object's axes) between frames of the
-# range deforms.
-DEFORMATION_TOLERANCE = 1e-6
 OBSTACLE_GROUP = "oriented_strands_obstacle"
-
-
-@dataclass(frozen=True)
-class ObstacleShapes:
-    """The obstacles of one strand system: engine shapes and where each comes from.
-
-    Attributes
-    ----------
-    shapes : tuple of Plane, Sphere, Capsule or TriangleMesh
-    names : tuple of str
-        The obstacle objects' names, in the order of ``shapes``.
-    """
-
-    shapes: tuple
-    names: tuple
 
 
 def obstacle_objects(
@@ -105,22 +86,6 @@ def obstacle_vertices(
             )
         vertices.append(co)
     return tuple(vertices)
-
-
-def with_deformation(
-    shapes: ObstacleShapes, per_frame: list[tuple]
-) -> tuple[ObstacleShapes, dict[int, np.ndarray]]:
-    """The shapes with the meshes whose vertices moved over the frames marked deforming, and
-    those meshes' vertices at every frame (F, V, 3) by obstacle index."""
-    marked, trajectories = list(shapes.shapes), {}
-    for index, shape in enumerate(shapes.shapes):
-        if not isinstance(shape, TriangleMesh):
-            continue
-        vertices = np.stack([frame[index] for frame in per_frame])
-        if np.abs(vertices - vertices[0]).max() > DEFORMATION_TOLERANCE:
-            marked[index] = dataclasses.replace(shape, deforming=True)
-            trajectories[index] = vertices
-    return ObstacleShapes(tuple(marked), shapes.names), trajectories
 
 
 def obstacle_matrices(

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
-from .errors import SceneInputError
-from .inputs import SurfaceAttachment
+from ..strands_io.errors import SceneInputError
+from ..strands_io.records import SurfaceAttachment
 
 PREVIEW_SUFFIX = "_strands"
 SURFACE_UV_ATTRIBUTE = "surface_uv_coordinate"

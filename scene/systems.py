@@ -1,7 +1,7 @@
 """Strand systems in a Blender scene: what the operators, panels and frame handler call.
 
 A strand system lives on its input object (``ob.oriented_strands``) and shows its result on a
-generated preview object. Its runtime state (:class:`~.cache.StrandSystemRuntime`) is kept in
+generated preview object. Its runtime state (``strands_io.cache.StrandSystemRuntime``) is kept in
 memory, keyed by the object's ``session_uid``, and is never saved in the .blend file.
 """
 
@@ -17,18 +17,10 @@ import bpy
 import numpy as np
 
 from ..core import StrandError, available_backends
+from ..strands_io.cache import PreparedInput, StrandSystemRuntime
+from ..strands_io.errors import SceneInputError
 from . import children
 from .bake_outputs import HAIR, apply_hair_caches, baked_objects, is_baked
-from .cache import (
-    BASE_MATCH_TOLERANCE,
-    PreparedInput,
-    StrandSystemRuntime,
-    prepare_inputs,
-    read_base_matrices,
-    read_pose_curves,
-    system_obstacles,
-)
-from .errors import SceneInputError
 from .fields import read_scene_fields
 from .inputs import STRAND_OBJECT_TYPES, input_fingerprint, reference_matrix
 from .obstacles import obstacle_fingerprint, obstacle_matrices
@@ -40,6 +32,7 @@ from .preview import (
     surface_binding,
     write_points,
 )
+from .sampling import prepare_inputs, read_base_matrices, read_pose_curves, system_obstacles
 from .strands import PROPERTY_GROUP, AnimatedValues, frames_per_second, read_settings
 
 log = logging.getLogger(__name__)
@@ -452,41 +445,18 @@ def _stale_reason(
         return "the obstacles changed"
     frame = scene.frame_current
     if scene.frame_subframe == 0 and prepared.frame_start <= frame <= prepared.frame_end:
-        observed = read_base_matrices(ob, prepared.attachment, depsgraph)
-        sampled = prepared.matrices_at(frame)
-        if observed.shape != sampled.shape or abs(observed - sampled).max() > BASE_MATCH_TOLERANCE:
+        if prepared.bases_changed(frame, read_base_matrices(ob, prepared.attachment, depsgraph)):
             return "the animation that carries the roots changed"
-        reference = reference_matrix(ob, depsgraph)
-        if (reference is None) != (prepared.reference_matrices is None) or (
-            reference is not None
-            and abs(reference - prepared.reference_matrices[frame - prepared.frame_start]).max()
-            > BASE_MATCH_TOLERANCE
-        ):
+        if prepared.reference_changed(frame, reference_matrix(ob, depsgraph)):
             return "the animation of the local-dynamics reference changed"
-        poses = obstacle_matrices(obstacles, depsgraph)
-        if (
-            abs(poses - prepared.obstacle_matrices[frame - prepared.frame_start]).max(initial=0.0)
-            > BASE_MATCH_TOLERANCE
-        ):
+        if prepared.obstacles_moved(frame, obstacle_matrices(obstacles, depsgraph)):
             return "the animation of an obstacle changed"
-        if _pose_changed(read_pose_curves(ob, depsgraph), prepared, frame):
+        if prepared.pose_changed(frame, read_pose_curves(ob, depsgraph)):
             return "the pose object or its animation changed"
         fields = read_scene_fields(scene, props.field_collection, depsgraph)
         if fields != prepared.fields[frame - prepared.frame_start]:
             return "a force field changed"
     return ""
-
-
-def _pose_changed(curves, prepared: PreparedInput, frame: int) -> bool:
-    if (curves is None) != (prepared.pose_curves is None):
-        return True
-    if curves is None:
-        return False
-    sampled = prepared.pose_curves[frame - prepared.frame_start].polylines
-    return len(curves.polylines) != len(sampled) or any(
-        a.shape != b.shape or abs(a - b).max() > BASE_MATCH_TOLERANCE
-        for a, b in zip(curves.polylines, sampled, strict=True)
-    )
 
 
 def update_object(

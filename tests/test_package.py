@@ -10,8 +10,19 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+# The Blender-free half of the adapter, every module of it: none may import Blender.
+STRANDS_IO = sorted(
+    f"oriented_strands.strands_io.{path.stem}"
+    for path in (REPO_ROOT / "strands_io").glob("*.py")
+    if path.stem != "__init__"
+)
+
+
 # A fresh interpreter per case: in this process other tests may already have imported bpy.
-@pytest.mark.parametrize("module", ["oriented_strands", "oriented_strands.core"])
+@pytest.mark.parametrize(
+    "module",
+    ["oriented_strands", "oriented_strands.core", "oriented_strands.strands_io", *STRANDS_IO],
+)
 def test_import_leaves_bpy_out(module: str) -> None:
     code = (
         "import importlib, sys\n"

@@ -120,8 +120,9 @@ def test_bones_export_the_meshes_skinned_to_the_rig(factory_scene, tree, simulat
 
 def test_an_export_without_a_bake_is_refused(factory_scene, tree, tmp_path):
     from oriented_strands import scene
+    from oriented_strands.strands_io.errors import SceneInputError
 
-    with pytest.raises(scene.SceneInputError, match="no hair bake"):
+    with pytest.raises(SceneInputError, match="no hair bake"):
         scene.export_alembic(
             factory_scene, bpy.context.view_layer, [tree], "HAIR", str(tmp_path / "x.abc")
         )

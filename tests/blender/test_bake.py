@@ -273,6 +273,7 @@ def test_progress_is_printed_with_frames_and_timing(factory_scene, tree, capsys)
 
 def test_unusable_requests_are_refused_with_a_reason(factory_scene, tree):
     from oriented_strands import scene
+    from oriented_strands.strands_io.errors import SceneInputError
 
     camera = bpy.data.objects.new("camera", None)
     before = _everything()
@@ -281,9 +282,9 @@ def test_unusable_requests_are_refused_with_a_reason(factory_scene, tree):
     with pytest.raises(RuntimeError, match="simulation is off"):
         bpy.ops.oriented_strands.bake_shape_keys()
     tree.oriented_strands.enabled = True
-    with pytest.raises(scene.SceneInputError, match="bake targets must be among"):
+    with pytest.raises(SceneInputError, match="bake targets must be among"):
         scene.BakeJob(factory_scene, bpy.context.view_layer, [tree], ["MESH"])
-    with pytest.raises(scene.SceneInputError, match="not a strand system"):
+    with pytest.raises(SceneInputError, match="not a strand system"):
         scene.BakeJob(factory_scene, bpy.context.view_layer, [camera], ["HAIR"])
     assert _everything() == before
 
@@ -460,16 +461,17 @@ def test_gathered_hair_caches_travel_with_the_file(factory_scene, tree, tmp_path
 
 def test_a_hair_bake_without_its_cache_is_not_exported(factory_scene, tree, tmp_path):
     from oriented_strands import scene
+    from oriented_strands.strands_io.errors import SceneInputError
 
     select_only(tree)
     assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
     (tmp_path / "strands_cache" / "tree.npy").unlink()
-    with pytest.raises(scene.SceneInputError, match="'tree_baked_hair': its cache .* is missing"):
+    with pytest.raises(SceneInputError, match="'tree_baked_hair': its cache .* is missing"):
         scene.export_alembic(
             factory_scene, bpy.context.view_layer, [tree], "HAIR", str(tmp_path / "hair.abc")
         )
     assert not (tmp_path / "hair.abc").exists()
-    with pytest.raises(scene.SceneInputError, match="'tree_baked_hair': cache .* is missing"):
+    with pytest.raises(SceneInputError, match="'tree_baked_hair': cache .* is missing"):
         scene.gather_hair_caches()
 
 

@@ -173,9 +173,10 @@ def test_child_hair_follows_the_preview_then_the_bake_then_the_preview(
 
 def test_child_hair_needs_hair_on_a_surface(factory_scene, groom):
     from oriented_strands import scene
+    from oriented_strands.strands_io.errors import SceneInputError
 
     groom.data.surface = None
     assert bpy.ops.oriented_strands.free_cache() == {"FINISHED"}
-    with pytest.raises(scene.SceneInputError, match="'hair': child hair grows on a surface"):
+    with pytest.raises(SceneInputError, match="'hair': child hair grows on a surface"):
         scene.add_child_hair(factory_scene, groom, 10.0)
     assert "hair_children" not in bpy.data.objects

@@ -1,8 +1,9 @@
-"""Pure-NumPy geometry for turning drawn curves into strands (no Blender here).
+"""Pure-NumPy geometry for turning drawn curves into strands.
 
-Everything is host float64, world frame, metres. Kept free of ``bpy`` so the rules that decide an
-artist's strands (arc-length resampling, which spline is a branch of which, how a root sits on a
-surface triangle) read as plain maths and can be checked without Blender.
+Everything is host float64, world frame, metres. The rules that decide an artist's strands
+(which points of Blender's wire mesh form a spline, arc-length resampling, which spline is a
+branch of which, how a root sits on a surface triangle) read as plain maths and are checked
+without Blender (``tests/strands_io/test_geometry.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,23 @@ import numpy as np
 # Pieces of a drawn polyline shorter than this (m) carry no direction; they are merged away before
 # resampling, so repeated control points are harmless.
 COINCIDENT_DISTANCE = 1e-9
+
+
+def edge_chains(vertex_count: int, edges: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, stop)`` vertex ranges of the wire mesh Blender makes from a legacy curve.
+
+    Blender writes each spline's evaluated points contiguously, joined by edges ``(i, i + 1)``
+    (plus a closing edge for cyclic splines); a spline starts wherever that edge is missing.
+    ``edges`` is ``(E, 2)`` int, vertex indices.
+    """
+    linked = np.zeros(max(vertex_count - 1, 0), dtype=bool)
+    consecutive = edges[:, 1] - edges[:, 0] == 1
+    linked[edges[consecutive, 0]] = True
+    backwards = edges[:, 0] - edges[:, 1] == 1
+    linked[edges[backwards, 1]] = True
+    starts = np.concatenate(([0], np.nonzero(~linked)[0] + 1))
+    stops = np.concatenate((starts[1:], [vertex_count]))
+    return list(zip(starts.tolist(), stops.tolist(), strict=True))
 
 
 def polyline_length(points: np.ndarray) -> float:

@@ -1,16 +1,13 @@
-"""The geometry rules behind conversion, checked against brute force on random curves.
-
-``scene.geometry`` itself imports no Blender; it lives in the ``scene`` package, whose import does.
-"""
+"""The geometry rules behind conversion, checked against brute force on random curves and
+against SciPy's rotations."""
 
 import numpy as np
 import pytest
 
-pytest.importorskip("bpy")
-
-from oriented_strands.scene.geometry import (
+from oriented_strands.strands_io.geometry import (
     branch_cycle,
     continuous_quaternions,
+    edge_chains,
     find_branch_attachments,
     quaternions_from_matrices,
     resample_by_arc_length,
@@ -37,6 +34,15 @@ def _brute_force(polylines, tolerance):
                     best = (j, distance, along)
         found.append(best)
     return found
+
+
+def test_the_wire_mesh_of_a_curve_splits_where_consecutive_vertices_are_not_joined():
+    """Blender's wire mesh of four splines: an open one (vertices 0-3), a cyclic one (4-7, with
+    its closing edge), one whose edge runs backwards (8-9) and a single point (10)."""
+    edges = np.array([(0, 1), (1, 2), (2, 3), (4, 5), (5, 6), (6, 7), (7, 4), (9, 8)])
+
+    assert edge_chains(11, edges) == [(0, 4), (4, 8), (8, 10), (10, 11)]
+    assert edge_chains(1, np.zeros((0, 2), dtype=np.int64)) == [(0, 1)]
 
 
 def test_branch_attachments_match_brute_force():

@@ -1,29 +1,32 @@
-"""The live-preview cache: input sampled once, simulated frames kept in memory, replayed.
+"""The live-preview cache: a strand system's sampled input, and the frames simulated from it.
 
 Two things are cached per strand system, with different rules:
 
-- :class:`PreparedInput`, what must be read from Blender at *several* frames: the rest shape (the
+- :class:`PreparedInput`, what was read from Blender at *several* frames: the rest shape (the
   curves at the start frame) and the bases' world transforms at every frame of the simulation
-  range. Reading another frame means ``scene.frame_set``, which must not run inside a frame
-  handler, so this is sampled up front, outside handlers (:func:`prepare_inputs`: by the
-  operators, after a file is loaded, and in the UI by a timer when the handler notices the
-  input changed). The whole range is sampled so that the bases' C² motion between two frames is
-  the same whatever order frames are visited in: live playback, scrubbing and a bake agree.
+  range, with the obstacles, force fields and pose curves of those frames. Reading another frame
+  means ``scene.frame_set``, which must not run inside a frame handler, so ``scene.sampling``
+  samples it up front, outside handlers, frame by frame into :class:`InputSamples`. The whole
+  range is sampled so that the bases' C² motion between two frames is the same whatever order
+  frames are visited in: live playback, scrubbing and a bake agree. Its methods
+  (:meth:`~PreparedInput.bases_changed`, ...) tell whether what the scene shows at a frame still
+  matches what was sampled there.
 - :class:`StrandSystemRuntime`, what the frame handler computes: the strand model, the
   simulation and the points of every simulated frame. It is rebuilt whenever a parameter
   changes, and steps forward from the last simulated frame to the frame asked for.
+
+Nothing here reads Blender: the runtime takes the animated parameters through
+:class:`~.parameters.AnimatedParameters`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import bpy
 import numpy as np
 
 from ..core import (
@@ -35,6 +38,7 @@ from ..core import (
     ObstacleMotion,
     Simulation,
     StrandError,
+    TriangleMesh,
     VertexTrajectory,
     build_model,
     build_obstacles,
@@ -44,68 +48,27 @@ from ..core.fields import ForceFields, RootToTip, Wind
 from ..core.pose import PoseTrajectory, pose_rotations
 from ..core.rest_shape import zero_gravity_model
 from ..core.simulation import BaseSource
-from .children import children_off
 from .errors import SceneInputError
-from .fields import SceneFields, read_scene_fields
 from .geometry import resample_by_arc_length
-from .inputs import (
-    DrawnCurves,
-    SurfaceAttachment,
-    attach_to_surface,
-    hair_surface,
-    input_fingerprint,
-    object_base_matrix,
-    read_drawn_curves,
-    reference_matrix,
-    surface_base_matrices,
-)
-from .obstacles import (
-    ObstacleShapes,
-    obstacle_fingerprint,
-    obstacle_matrices,
-    obstacle_objects,
-    obstacle_vertices,
-    read_obstacle_shapes,
-    with_deformation,
-)
-from .strands import (
-    AnimatedValues,
+from .layout import StrandLayout, convert
+from .parameters import (
+    AnimatedParameters,
     ModelSettings,
-    StrandLayout,
     StrandSettings,
-    convert,
     engine_parameters,
-    frames_per_second,
     gravity_vector,
     point_radius,
     strand_interaction,
     strand_parameters,
 )
+from .records import DrawnCurves, ObstacleShapes, SceneFields, SurfaceAttachment
 
 # Two samples of the same base at the same frame agree bit for bit; anything beyond float32
 # round-off means the animation that carries the roots was edited.
 BASE_MATCH_TOLERANCE = 1e-5
-
-_sampling_depth = 0
-
-
-@contextlib.contextmanager
-def sampling() -> Iterator[None]:
-    """While the input is sampled with ``frame_set`` (or baked objects are exported), the live
-    preview's frame handler stands aside, and child hair is not grown
-    (:func:`.children.children_off`)."""
-    global _sampling_depth
-    _sampling_depth += 1
-    try:
-        with children_off():
-            yield
-    finally:
-        _sampling_depth -= 1
-
-
-def is_sampling() -> bool:
-    """Whether :func:`prepare_inputs` is stepping the scene through frames right now."""
-    return _sampling_depth > 0
+# A mesh whose vertices move by more than this (m, in the object's axes) between frames of the
+# range deforms.
+DEFORMATION_TOLERANCE = 1e-6
 
 
 @dataclass
@@ -126,7 +89,7 @@ class PreparedInput:
     attachment : SurfaceAttachment or None
         For hair on a surface, where each root sits on it.
     fingerprint : str
-        :func:`input_fingerprint` of the object when sampled.
+        ``scene.inputs.input_fingerprint`` of the object when sampled.
     trajectory : BaseTrajectory
         C² interpolation of ``base_matrices``, time 0 at ``frame_start``.
     reference_matrices : (F, 1, 4, 4) float64 or None
@@ -139,7 +102,7 @@ class PreparedInput:
         The obstacles' shapes at ``frame_start`` (none when the system's collisions are off),
         the meshes whose shape changed over the range marked deforming.
     obstacle_fingerprint : str
-        :func:`obstacle_fingerprint` of the obstacle objects when sampled.
+        ``scene.obstacles.obstacle_fingerprint`` of the obstacle objects when sampled.
     obstacle_matrices : (F, K, 4, 4) float64
         Rigid world transforms of the K obstacles at every frame of the range.
     obstacle_trajectory : BaseTrajectory or None
@@ -173,6 +136,43 @@ class PreparedInput:
         """Sampled base transforms (n_bases, 4, 4) at a frame inside the range."""
         return self.base_matrices[frame - self.frame_start]
 
+    def bases_changed(self, frame: int, observed: np.ndarray) -> bool:
+        """Whether the base transforms ``observed`` (n_bases, 4, 4) at ``frame`` differ from
+        those sampled there (another count, or beyond :data:`BASE_MATCH_TOLERANCE`)."""
+        sampled = self.matrices_at(frame)
+        if observed.shape != sampled.shape:
+            return True
+        return bool(abs(observed - sampled).max() > BASE_MATCH_TOLERANCE)
+
+    def reference_changed(self, frame: int, observed: np.ndarray | None) -> bool:
+        """Whether the local-dynamics reference ``observed`` (1, 4, 4) at ``frame`` (None: it
+        has none) differs from the one sampled there, or one of the two has none."""
+        if (observed is None) != (self.reference_matrices is None):
+            return True
+        if observed is None:
+            return False
+        sampled = self.reference_matrices[frame - self.frame_start]
+        return bool(abs(observed - sampled).max() > BASE_MATCH_TOLERANCE)
+
+    def obstacles_moved(self, frame: int, observed: np.ndarray) -> bool:
+        """Whether the obstacle transforms ``observed`` (K, 4, 4) at ``frame`` differ from those
+        sampled there; the same K obstacles are assumed (their fingerprint says so)."""
+        sampled = self.obstacle_matrices[frame - self.frame_start]
+        return bool(abs(observed - sampled).max(initial=0.0) > BASE_MATCH_TOLERANCE)
+
+    def pose_changed(self, frame: int, curves: DrawnCurves | None) -> bool:
+        """Whether the pose object's ``curves`` at ``frame`` (None: there is no pose object)
+        differ from those sampled there: another count of curves or points, or a point moved."""
+        if (curves is None) != (self.pose_curves is None):
+            return True
+        if curves is None:
+            return False
+        sampled = self.pose_curves[frame - self.frame_start].polylines
+        return len(curves.polylines) != len(sampled) or any(
+            a.shape != b.shape or abs(a - b).max() > BASE_MATCH_TOLERANCE
+            for a, b in zip(curves.polylines, sampled, strict=True)
+        )
+
     def same_input(self, other: PreparedInput) -> bool:
         """Whether ``other`` sampled the same scene: every value read equal (the trajectories
         are made from them)."""
@@ -205,125 +205,62 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-@dataclass
-class _Sampler:
-    """Collects one object's input while :func:`prepare_inputs` steps through frames."""
+def with_deformation(
+    shapes: ObstacleShapes, per_frame: list[tuple]
+) -> tuple[ObstacleShapes, dict[int, np.ndarray]]:
+    """The shapes with the meshes whose vertices moved over the frames marked deforming, and
+    those meshes' vertices at every frame (F, V, 3) by obstacle index.
 
-    ob: bpy.types.Object
-    scene: bpy.types.Scene
+    ``per_frame`` holds, for every frame, one entry per shape: the mesh's vertices (V, 3) in its
+    axes, or None for the shapes that are not a ``TriangleMesh``. A mesh deforms where a vertex
+    moved from its first frame's place by more than :data:`DEFORMATION_TOLERANCE`.
+    """
+    marked, trajectories = list(shapes.shapes), {}
+    for index, shape in enumerate(shapes.shapes):
+        if not isinstance(shape, TriangleMesh):
+            continue
+        vertices = np.stack([frame[index] for frame in per_frame])
+        if np.abs(vertices - vertices[0]).max() > DEFORMATION_TOLERANCE:
+            marked[index] = dataclasses.replace(shape, deforming=True)
+            trajectories[index] = vertices
+    return ObstacleShapes(tuple(marked), shapes.names), trajectories
+
+
+@dataclass
+class InputSamples:
+    """What is read of one strand system while its range is sampled, frame by frame, until
+    :meth:`prepared` makes it a :class:`PreparedInput`.
+
+    The start frame's reads (``drawn``, ``attachment``, ``obstacles``,
+    ``obstacle_fingerprint``) are set once; the lists get one entry per frame of
+    ``frame_start .. frame_end``, in order (``reference_matrices`` and ``pose_curves`` stay
+    empty for a system without a reference or a pose object). See :class:`PreparedInput` for
+    each value's shape and frame.
+    """
+
     frame_start: int
     frame_end: int
     drawn: DrawnCurves | None = None
     attachment: SurfaceAttachment | None = None
-    matrices: list = field(default_factory=list)
-    reference_matrices: list = field(default_factory=list)
-    fields: list = field(default_factory=list)
-    obstacle_objects: list = field(default_factory=list)
     obstacles: ObstacleShapes | None = None
     obstacle_fingerprint: str = ""
+    base_matrices: list = field(default_factory=list)
+    reference_matrices: list = field(default_factory=list)
+    fields: list = field(default_factory=list)
     obstacle_matrices: list = field(default_factory=list)
     obstacle_vertices: list = field(default_factory=list)
     pose_curves: list = field(default_factory=list)
 
-    def sample(self, frame: int, depsgraph: bpy.types.Depsgraph) -> None:
-        if frame == self.frame_start:
-            self.obstacle_objects = system_obstacles(self.scene, self.ob)
-            self.obstacles = read_obstacle_shapes(self.obstacle_objects, depsgraph)
-            self.obstacle_fingerprint = obstacle_fingerprint(self.obstacle_objects)
-            self.drawn = read_drawn_curves(self.ob, depsgraph)
-            surface = hair_surface(self.ob)
-            if surface is not None:
-                roots = np.array([points[0] for points in self.drawn.polylines])
-                self.attachment = attach_to_surface(self.ob, surface, roots, depsgraph)
-        self.matrices.append(read_base_matrices(self.ob, self.attachment, depsgraph))
-        reference = reference_matrix(self.ob, depsgraph)
-        if reference is not None:
-            self.reference_matrices.append(reference)
-        collection = self.ob.oriented_strands.field_collection
-        self.fields.append(read_scene_fields(self.scene, collection, depsgraph))
-        self.obstacle_matrices.append(obstacle_matrices(self.obstacle_objects, depsgraph))
-        self.obstacle_vertices.append(
-            obstacle_vertices(self.obstacle_objects, self.obstacles, depsgraph, frame)
-        )
-        pose_curves = read_pose_curves(self.ob, depsgraph)
-        if pose_curves is not None:
-            self.pose_curves.append(pose_curves)
-
-
-def system_obstacles(scene: bpy.types.Scene, ob: bpy.types.Object) -> list[bpy.types.Object]:
-    """The obstacle objects ``ob``'s strand system collides with (none when collisions are off)."""
-    props = ob.oriented_strands
-    return obstacle_objects(scene, props.obstacle_collection) if props.use_collisions else []
-
-
-def read_pose_curves(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> DrawnCurves | None:
-    """The curves of ``ob``'s pose object at the depsgraph's frame (None if it has none)."""
-    pose_object = ob.oriented_strands.pose_object
-    if pose_object is None:
-        return None
-    try:
-        return read_drawn_curves(pose_object, depsgraph)
-    except SceneInputError as error:
-        raise SceneInputError(f"object {ob.name!r}: its Pose cannot be read: {error}") from None
-
-
-def read_base_matrices(
-    ob: bpy.types.Object, attachment: SurfaceAttachment | None, depsgraph: bpy.types.Depsgraph
-) -> np.ndarray:
-    """The object's base transforms (n_bases, 4, 4) at the depsgraph's frame."""
-    if attachment is not None:
-        return surface_base_matrices(ob, attachment, depsgraph)
-    return object_base_matrix(ob, depsgraph)
-
-
-def prepare_inputs(
-    scene: bpy.types.Scene,
-    view_layer: bpy.types.ViewLayer,
-    requests: list[tuple[bpy.types.Object, int, int]],
-) -> tuple[dict[str, PreparedInput], dict[str, str]]:
-    """Sample ``(object, frame_start, frame_end)`` requests in one pass over the frames.
-
-    Must not run inside a frame handler: it calls ``scene.frame_set`` for every frame of the
-    requested ranges and restores the current frame (and subframe) afterwards, even on error.
-    Returns the prepared inputs and, separately, a message per object that could not be read.
-    """
-    fps = frames_per_second(scene)
-    samplers, errors = {}, {}
-    for ob, frame_start, frame_end in requests:
-        if frame_end < frame_start:
-            errors[ob.name] = (
-                f"object {ob.name!r}: the simulation ends (frame {frame_end}) before it starts "
-                f"(frame {frame_start})"
-            )
-        else:
-            samplers[ob.name] = _Sampler(ob, scene, frame_start, frame_end)
-    frames = sorted({f for s in samplers.values() for f in range(s.frame_start, s.frame_end + 1)})
-    original = (scene.frame_current, scene.frame_subframe)
-    with sampling():
-        try:
-            for frame in frames:
-                scene.frame_set(frame)
-                depsgraph = view_layer.depsgraph
-                for name, sampler in samplers.items():
-                    if name in errors or not sampler.frame_start <= frame <= sampler.frame_end:
-                        continue
-                    try:
-                        sampler.sample(frame, depsgraph)
-                    except SceneInputError as error:
-                        errors[name] = str(error)
-        finally:
-            scene.frame_set(original[0], subframe=original[1])
-
-    prepared = {}
-    for name, sampler in samplers.items():
-        if name in errors:
-            continue
-        matrices = np.stack(sampler.matrices)
+    def prepared(self, fps: float, fingerprint: str) -> PreparedInput:
+        """The sampled input at ``fps`` frames per second, with its C² trajectories (time 0 at
+        ``frame_start``) and the deforming obstacles found; ``fingerprint`` is the object's
+        input fingerprint. The per-frame obstacle vertices are handed over (this record's list
+        is emptied). Raises :class:`SceneInputError` naming the object when its motion cannot
+        drive strands (the engine refuses the trajectory)."""
+        matrices = np.stack(self.base_matrices)
         times = np.arange(len(matrices)) / fps
-        reference_matrices = (
-            np.stack(sampler.reference_matrices) if sampler.reference_matrices else None
-        )
-        obstacle_poses = np.stack(sampler.obstacle_matrices)
+        reference_matrices = np.stack(self.reference_matrices) if self.reference_matrices else None
+        obstacle_poses = np.stack(self.obstacle_matrices)
         try:
             trajectory = BaseTrajectory(times, matrices)
             reference = (
@@ -333,34 +270,34 @@ def prepare_inputs(
                 BaseTrajectory(times, obstacle_poses) if obstacle_poses.shape[1] else None
             )
         except StrandError as error:
-            errors[name] = f"object {name!r}: its motion cannot drive strands: {error}"
-            continue
-        n_curves = len(sampler.drawn.polylines)
-        obstacles, deforming = with_deformation(sampler.obstacles, sampler.obstacle_vertices)
-        sampler.obstacle_vertices.clear()
-        prepared[name] = PreparedInput(
-            drawn=sampler.drawn,
-            frame_start=sampler.frame_start,
-            frame_end=sampler.frame_end,
+            raise SceneInputError(
+                f"object {self.drawn.object_name!r}: its motion cannot drive strands: {error}"
+            ) from None
+        n_curves = len(self.drawn.polylines)
+        obstacles, deforming = with_deformation(self.obstacles, self.obstacle_vertices)
+        self.obstacle_vertices.clear()
+        return PreparedInput(
+            drawn=self.drawn,
+            frame_start=self.frame_start,
+            frame_end=self.frame_end,
             fps=fps,
             base_of_curve=(
-                np.arange(n_curves) if sampler.attachment is not None else np.zeros(n_curves, int)
+                np.arange(n_curves) if self.attachment is not None else np.zeros(n_curves, int)
             ),
             base_matrices=matrices,
-            attachment=sampler.attachment,
-            fingerprint=input_fingerprint(sampler.ob),
+            attachment=self.attachment,
+            fingerprint=fingerprint,
             trajectory=trajectory,
             reference_matrices=reference_matrices,
             reference=reference,
-            fields=sampler.fields,
+            fields=self.fields,
             obstacles=obstacles,
-            obstacle_fingerprint=sampler.obstacle_fingerprint,
+            obstacle_fingerprint=self.obstacle_fingerprint,
             obstacle_matrices=obstacle_poses,
             obstacle_trajectory=obstacle_trajectory,
             deforming={index: VertexTrajectory(fps, v) for index, v in deforming.items()},
-            pose_curves=sampler.pose_curves or None,
+            pose_curves=self.pose_curves or None,
         )
-    return prepared, errors
 
 
 class StrandSystemRuntime:
@@ -463,7 +400,7 @@ class StrandSystemRuntime:
         """(n_points, 3) float32 rest shape, strand order."""
         return self.layout.rest_points.astype(np.float32)
 
-    def build(self, settings: StrandSettings, animated: AnimatedValues) -> None:
+    def build(self, settings: StrandSettings, animated: AnimatedParameters) -> None:
         """(Re)build layout, model and simulation if the settings or keyframes changed.
 
         Raises the engine's and the adapter's errors (:class:`StrandError`); on error the
@@ -497,8 +434,8 @@ class StrandSystemRuntime:
             model, self._start_rotations = shaped.model, shaped.modelled_q
         self._base = self._base_source(values)
         self._air = self._air_source(values)
-        self._pose = _pose_trajectory(prepared, layout, model)
-        self._constraints = _constraint_inputs(prepared, settings.model)
+        self._pose = pose_trajectory(prepared, layout, model)
+        self._constraints = constraint_inputs(prepared, settings.model)
         self._interaction = strand_interaction(layout, settings.model, values)
         self.layout, self.model, self._key = layout, model, key
         self._solver = settings.model.solver
@@ -530,7 +467,7 @@ class StrandSystemRuntime:
         self.frames[self.prepared.frame_start] = simulation.points().astype(np.float32)
 
     def points_at(
-        self, frame: int, settings: StrandSettings, animated: AnimatedValues
+        self, frame: int, settings: StrandSettings, animated: AnimatedParameters
     ) -> np.ndarray:
         """Simulated points (n_points, 3) float32 at ``frame``, stepping forward as needed.
 
@@ -633,7 +570,7 @@ class StrandSystemRuntime:
         return sum(points.nbytes for points in self.frames.values())
 
 
-def _pose_trajectory(
+def pose_trajectory(
     prepared: PreparedInput, layout: StrandLayout, model: Model
 ) -> PoseTrajectory | None:
     """The pose object's shape at every frame as target joint rotations, C² in time (None
@@ -659,7 +596,7 @@ def _pose_trajectory(
     return PoseTrajectory(times, np.stack(rotations))
 
 
-def _constraint_inputs(prepared: PreparedInput, model: ModelSettings) -> tuple:
+def constraint_inputs(prepared: PreparedInput, model: ModelSettings) -> tuple:
     """``(obstacles, joint_limits, constraint_settings)`` for the simulation: the sampled
     obstacles on the model's backend and the joint limits (None where there are none; all None
     leaves the simulation without a constraint solver)."""

@@ -1,4 +1,4 @@
-"""Errors of the Blender adapter.
+"""Errors of the adapter between Blender and the engine.
 
 They derive from the engine's :class:`StrandError`, so an operator reports engine and adapter
 problems through one ``except StrandError`` and nothing else is caught by accident.
