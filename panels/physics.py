@@ -89,8 +89,8 @@ class OBJECT_PT_oriented_strands_stiffness(_StrandSubPanel, bpy.types.Panel):
     def draw(self, context: bpy.types.Context) -> None:
         layout, props = self._layout(context)
         column = layout.column(align=True)
-        column.prop(props, "youngs_modulus", text="Bending (GPa)")
-        column.prop(props, "shear_modulus", text="Twisting (GPa)")
+        column.prop(props, "youngs_modulus")
+        column.prop(props, "shear_modulus")
         _profile(layout, props, "stiffness_tip", "stiffness_shape")
 
 

@@ -224,7 +224,7 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
 
     # --- stiffness ---------------------------------------------------------------------------
     youngs_modulus: FloatProperty(
-        name="Bending Modulus",
+        name="Bending (GPa)",
         description=(
             "Young's modulus of the material in GPa: bending stiffness is this times the "
             "cross-section's second moment of area (hair 3.9, green wood 2, rubber 0.01)"
@@ -236,7 +236,7 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         update=_parameters_changed,
     )
     shear_modulus: FloatProperty(
-        name="Twisting Modulus",
+        name="Twisting (GPa)",
         description=(
             "Shear modulus of the material in GPa: twisting stiffness is this times the "
             "cross-section's torsion constant (hair 0.89, green wood 0.14)"

@@ -166,17 +166,17 @@ def test_a_parameter_a_script_makes_nan_is_named_by_its_panel_label(factory_scen
     factory_scene.frame_set(2)
     text, icon = scene_status(ob)
     assert icon == "ERROR"
-    assert text.startswith("Bending Modulus is not a number")
+    assert text.startswith("Bending (GPa) is not a number")
 
 
 def test_a_bake_refused_for_a_parameter_names_the_object_and_the_label(factory_scene):
-    """Baking two systems, one of which a script gave a NaN Bending Modulus: the refusal names
+    """Baking two systems, one of which a script gave a NaN bending modulus: the refusal names
     that object and the panel's label, and nothing is baked."""
     good, bad = poly_curve("fringe", [GOOD]), poly_curve("ponytail", [GOOD])
     assert add_strand_system(good, bad) == {"FINISHED"}
     bad.oriented_strands.youngs_modulus = float("nan")
     select_only(good, bad)
-    with pytest.raises(RuntimeError, match="object 'ponytail': Bending Modulus is not a number"):
+    with pytest.raises(RuntimeError, match=r"object 'ponytail': Bending \(GPa\) is not a number"):
         bpy.ops.oriented_strands.bake_shape_keys()
     assert not [ob for ob in bpy.data.objects if ob.name.endswith("_shape_keys")]
 
