@@ -700,7 +700,8 @@ def _start(
     xp = model.xp
     delta = xp.zeros_like(w_free) if delta is None else delta
     n_delta = xp.zeros_like(w_free) if n_delta is None else n_delta
-    response = respond(model, contacts, data.S, w_free + delta, control, friction)
+    velocity = dynamics.subspace_velocities(model, data.S, w_free + delta, control)
+    response = respond(model, contacts, data.S, velocity, friction)
     link_block = newton_block(model, contacts, response.piece, friction, h)
     dynamics.factorize(model, data, blocks, link_block, tension_step=h)
     return _Iterate(
@@ -742,9 +743,11 @@ def _iterate(
     delta, n_delta, friction = iterate.delta, iterate.n_delta, iterate.friction
     piece, response, link_block = iterate.piece, iterate.response, iterate.link_block
     iterating, taken = iterate.iterating, iterate.taken
+    # The links' velocity change that delta makes, carried along with it: the map is linear,
+    # so each step adds its share instead of a pass over the levels.
+    moved = link_motion(delta)
     for _ in range(iterations):
         taken += 1
-        moved = link_motion(delta)
         load = h * response.load + dynamics.subspace_load(
             model, S, xp.einsum("ijn,jn->in", link_block, moved)
         )
@@ -766,7 +769,9 @@ def _iterate(
         step = alpha[model.link_tree] * direction
         delta = delta + step
         n_delta = n_delta + alpha[model.link_tree] * n_direction
-        response = respond(model, contacts, S, w_free + delta, control, friction)
+        moved = moved + xp.where(on_links, alpha[model.link_tree], 0.0) * change
+        velocity = free_velocity + moved
+        response = respond(model, contacts, S, velocity, friction)
         friction, revised = revised_friction(contacts, response, friction, xp)
         new_piece = _pieces(response.piece != APART, friction, xp)
         flipped = new_piece != piece
@@ -777,7 +782,8 @@ def _iterate(
         )
         iterating = _trees_with(model, flipped | revised, contacts.tree) | moving
         piece = new_piece
-        response = respond(model, contacts, S, w_free + delta, control, friction)
+        if bool(to_host(xp.any(revised))):
+            response = respond(model, contacts, S, velocity, friction)
         refactored = _trees_with(model, flipped, contacts.tree)
         if bool(to_host(xp.any(refactored))):
             link_block = newton_block(model, contacts, piece, friction, h)
@@ -844,7 +850,8 @@ def _finish_apart(
     friction.direction[:, in_part] = finished.friction.direction
     for name in dynamics.FACTORS:
         getattr(data, name)[..., chosen] = getattr(part_data, name)
-    response = respond(model, contacts, data.S, w_free + delta, control, friction)
+    velocity = dynamics.subspace_velocities(model, data.S, w_free + delta, control)
+    response = respond(model, contacts, data.S, velocity, friction)
     piece = _pieces(response.piece != APART, friction, xp)
     iterating = xp.zeros(model.n_trees, dtype=bool)
     iterating[backend.from_host(trees)] = finished.iterating
@@ -863,19 +870,19 @@ def respond(
     model: Model,
     contacts: ContactSet,
     S: Any,
-    w: Any,
-    control: Control,
+    link_velocity: Any,
     friction: Friction,
 ) -> ContactResponse:
-    """The contacts' forces at joint velocities ``w`` (3, N), their points moving as in the
-    configuration of the motion subspaces ``S`` (6, 3, N) and of ``contacts.arm`` (module
-    docstring, *The correction*), rubbing as ``friction`` says.
+    """The contacts' forces where the links move with spatial velocities ``link_velocity``
+    (6, N, :func:`.dynamics.subspace_velocities` through the motion subspaces ``S``), their
+    points as in the configuration of ``S`` and of ``contacts.arm`` (module docstring, *The
+    correction*), rubbing as ``friction`` says.
 
     By the contact law, a contact pushes with ``κ`` times its deficit where that is positive and
     rubs while it pushes."""
     xp = model.xp
     n, kappa, arm = contacts.normal, contacts.stiffness, contacts.arm
-    motion = dynamics.subspace_velocities(model, S, w, control)[:, contacts.link]
+    motion = link_velocity[:, contacts.link]
     u = motion[3:] + cross(xp, motion[:3], arm) - contacts.surface_velocity
     normal_speed = dot(n, u)
     deficit = contacts.target - normal_speed
