@@ -152,6 +152,15 @@ class InteractionStats:
     cells: int = 0
     peak_density_ratio: float = 0.0
 
+    @classmethod
+    def combined(cls, parts: list[InteractionStats], grid_nodes: int) -> InteractionStats:
+        """The statistics of strands stepped in groups that met on one grid of ``grid_nodes``
+        nodes, from each group's (no grid where no group used one)."""
+        return cls(
+            grid_nodes if any(part.cells for part in parts) else 0,
+            max(part.peak_density_ratio for part in parts),
+        )
+
 
 class GridExchange(Protocol):
     """Where a group of strands meets the others on one grid (:class:`LonelyGrid` where there

@@ -520,9 +520,8 @@ class Workers:
             if obstacle_motion is not None:
                 constraints.set_obstacle_motion(obstacle_motion(times[-1] - h))
         if interaction is not None:
-            interaction.stats = InteractionStats(
-                self._grid_nodes if any(reply.interaction_stats.cells for reply in replies) else 0,
-                max(reply.interaction_stats.peak_density_ratio for reply in replies),
+            interaction.stats = InteractionStats.combined(
+                [reply.interaction_stats for reply in replies], self._grid_nodes
             )
         # The control is left as the last substep saw it, whatever was sampled in between (the
         # force fields excepted: the workers' last values were stored above).
