@@ -113,7 +113,7 @@ def build(bpy, quick: bool) -> staging.Example:
         "youngs_modulus": 1.5,
         "density": 600.0,
         "rest_shape": "HOLD_UNDER_GRAVITY",
-        "air_drag": 300.0,
+        "air_drag": 1200.0,
         "use_collisions": False,
     }
     staging.add_strand_system(bpy, grove, parameters)

@@ -87,20 +87,45 @@ class AnimatedParameters(Protocol):
         """Every animatable parameter's value at ``frame``, by property name."""
 
 
+def root_radius(layout: StrandLayout, model: ModelSettings) -> np.ndarray:
+    """Radius (n_strands,) at the root of every strand, m: *Radius* for a strand of its own, and
+    for a branch the radius its parent has where the branch starts, so that a tree tapers from
+    its trunk's root to its twigs' tips rather than every branch starting as thick as the
+    trunk."""
+    link_counts = np.asarray(layout.point_counts) - 1
+    offsets = np.concatenate(([0], np.cumsum(link_counts)))
+    radii: dict[int, float] = {}
+
+    def radius_of(strand: int) -> float:
+        if strand not in radii:
+            parent = layout.specs[strand].parent
+            if parent is None:
+                radii[strand] = model.radius
+            else:
+                at = layout.link_coordinate[offsets[parent[0]] + parent[1]]
+                taper = root_to_tip(np.array([at]), model.thickness_tip, model.thickness_shape)
+                radii[strand] = radius_of(parent[0]) * float(taper[0])
+        return radii[strand]
+
+    return np.array([radius_of(strand) for strand in range(len(layout.specs))])
+
+
 def link_radius(layout: StrandLayout, model: ModelSettings) -> np.ndarray:
-    """Cross-section radius (n_links,) of every link, m, strand order (root-to-tip taper)."""
+    """Cross-section radius (n_links,) of every link, m, strand order: its strand's root radius
+    (:func:`root_radius`) with the root-to-tip taper."""
     taper = root_to_tip(layout.link_coordinate, model.thickness_tip, model.thickness_shape)
-    return model.radius * taper
+    roots = np.repeat(root_radius(layout, model), np.asarray(layout.point_counts) - 1)
+    return roots * taper
 
 
 def point_radius(layout: StrandLayout, model: ModelSettings) -> np.ndarray:
     """Radius (n_points,) at every strand point, for drawing and rendering the preview."""
     radii = []
-    for spec in layout.specs:
+    for spec, root in zip(layout.specs, root_radius(layout, model), strict=True):
         points = np.asarray(spec.points)
         pieces = np.linalg.norm(np.diff(points, axis=0), axis=1)
         s = np.concatenate(([0.0], np.cumsum(pieces))) / pieces.sum()
-        radii.append(model.radius * root_to_tip(s, model.thickness_tip, model.thickness_shape))
+        radii.append(root * root_to_tip(s, model.thickness_tip, model.thickness_shape))
     return np.concatenate(radii)
 
 

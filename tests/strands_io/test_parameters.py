@@ -78,6 +78,33 @@ def test_profiles_run_from_the_root_value_to_tip_times_it():
     np.testing.assert_allclose(parameters["drag"], 0.05e-3 * (1.0 - 0.5 * S))
 
 
+def test_a_branch_starts_as_thick_as_its_parent_where_it_grows_from():
+    """A trunk of 1 m tapering linearly from 1 mm to half that, a branch from its third link
+    (centre at 5/8) and a twig from the branch's second link (centre at 3/8): each starts with
+    the radius its parent has there and tapers to half of that."""
+    trunk = [(0.0, 0.0, 0.0), (0.0, 0.0, 1.0)]
+    branch = [(0.0, 0.0, 0.6), (0.5, 0.0, 0.6)]
+    twig = [(0.2, 0.0, 0.6), (0.2, 0.3, 0.6)]
+    layout = convert(
+        drawn([trunk, branch, twig]),
+        np.zeros(3, int),
+        np.eye(4)[None],
+        conversion(segment_count=LINKS),
+        allow_branches=True,
+    )
+    assert [spec.parent for spec in layout.specs] == [None, (0, 2), (1, 1)]
+    model = replace(MODEL, thickness_tip=0.5)
+
+    branch_root = 1e-3 * (1.0 - 0.5 * 5 / 8)
+    twig_root = branch_root * (1.0 - 0.5 * 3 / 8)
+    roots = np.array([1e-3, branch_root, twig_root])
+    np.testing.assert_allclose(
+        link_radius(layout, model), np.repeat(roots, LINKS) * np.tile(1.0 - 0.5 * S, 3)
+    )
+    tips = point_radius(layout, model)[LINKS :: LINKS + 1]
+    np.testing.assert_allclose(tips, 0.5 * roots)
+
+
 def test_mass_follows_the_cross_section_and_its_own_profile():
     model = replace(MODEL, density=1000.0, mass_tip=20.0)
 
