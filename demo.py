@@ -296,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             props = tree.oriented_strands
             props.segment_count = 6
             props.radius = 0.012
+            props.thickness_tip = 0.5  # branches go on thinning from where they grow
             props.youngs_modulus = 1.5  # GPa: green wood
             props.density = 600.0
             props.air_drag = 600.0  # mN·s/m², leaves included
