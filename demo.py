@@ -174,20 +174,8 @@ def _bob(points: int, polar: np.ndarray, azimuth: np.ndarray) -> list[np.ndarray
 
 def _hair(bpy, head, size: Size, material):
     """Guide hair grown on the head the way an artist starts it (Empty Hair on the head)."""
-    for ob in bpy.context.view_layer.objects:
-        ob.select_set(False)
-    head.select_set(True)
-    bpy.context.view_layer.objects.active = head
-    bpy.ops.object.curves_empty_hair_add()
-    hair = bpy.context.active_object
-    hair.name = hair.data.name = "Hair"
     guides = _bob(9, *staging.scalp_roots(size.guides))
-    hair.data.add_curves([len(g) for g in guides])
-    hair.data.attributes["position"].data.foreach_set(
-        "vector", np.concatenate(guides).astype(np.float32).ravel()
-    )
-    hair.data.materials.append(material)
-    return hair
+    return staging.empty_hair(bpy, head, "Hair", guides, material)
 
 
 def _ponytail(bpy, head, strands: int, material):
@@ -301,10 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             props.density = 600.0
             props.air_drag = 600.0  # mN·s/m², leaves included
             props.use_collisions = False
-        for ob in systems:
-            ob.select_set(ob is hair)
-        bpy.context.view_layer.objects.active = hair
-        bpy.ops.oriented_strands.add_child_hair(children_per_guide=size.children_per_guide)
+        staging.child_hair(bpy, hair, size.children_per_guide)
         lap("scene built")
 
         simulated = {ob.name: [] for ob in systems}

@@ -501,6 +501,46 @@ def keyed(ob: Any, path: str, frame: int, value: Any) -> None:
     ob.keyframe_insert(path, frame=frame)
 
 
+def empty_hair(bpy: Any, surface: Any, name: str, curves: list[np.ndarray], material: Any) -> Any:
+    """Hair grown the way an artist starts it: *Empty Hair* on ``surface`` (a mesh object with a
+    UV map), holding ``curves`` (each (n, 3), in the surface's local space)."""
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(False)
+    surface.select_set(True)
+    bpy.context.view_layer.objects.active = surface
+    bpy.ops.object.curves_empty_hair_add()
+    hair = bpy.context.active_object
+    hair.name = hair.data.name = name
+    hair.data.add_curves([len(curve) for curve in curves])
+    hair.data.attributes["position"].data.foreach_set(
+        "vector", np.concatenate(curves).astype(np.float32).ravel()
+    )
+    hair.data.materials.append(material)
+    return hair
+
+
+def child_hair(bpy: Any, system: Any, per_guide: float, **inputs: float) -> Any:
+    """*Add Child Hair* on a strand system of hair on a surface, as the artist clicks it; then
+    the child-hair modifier's ``inputs`` by their panel names with spaces as underscores
+    (``root_radius=1e-4``, ``interpolation_guides=1``). Returns the child-hair object."""
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(False)
+    system.select_set(True)
+    bpy.context.view_layer.objects.active = system
+    bpy.ops.oriented_strands.add_child_hair(children_per_guide=per_guide)
+    children = bpy.data.objects[f"{system.name}_children"]
+    modifier = next(m for m in children.modifiers if m.type == "NODES")
+    identifiers = {
+        item.name.lower().replace(" ", "_"): item.identifier
+        for item in modifier.node_group.interface.items_tree
+        if item.item_type == "SOCKET" and item.in_out == "INPUT"
+    }
+    for name, value in inputs.items():
+        modifier[identifiers[name]] = value
+    children.update_tag()
+    return children
+
+
 def parent_keeping_place(bpy: Any, child: Any, parent: Any) -> None:
     """Parent ``child`` to ``parent`` where both stand now (at the scene's current frame)."""
     bpy.context.view_layer.update()

@@ -1,10 +1,11 @@
 """Curly bangs: a curly rest shape held under gravity (the method paper's §7 curls).
 
-Forty curls hang over the forehead of a head that is still for a second, shakes and nods, and
-is still again. The curls are drawn as helices; *Rest Shape: Hold Drawn Shape* makes the drawn
-curls the shape they keep under gravity (the zero-gravity rest shape), so they neither sag
-straight nor drift while the head is still, and spring back after it moves. They collide with
-the head.
+Sixty curls hang over the forehead of a head that is still for a second, shakes and nods, and
+is still again. The curls are drawn as helices, grown on the head as hair (*Empty Hair*); *Rest
+Shape: Hold Drawn Shape* makes the drawn curls the shape they keep under gravity (the
+zero-gravity rest shape), so they neither sag straight nor drift while the head is still, and
+spring back after it moves. They collide with the head. Each simulated curl renders as a ringlet
+of forty thin hairs (*Add Child Hair*, each child following its nearest curl only).
 
 Run from the repository root in the Blender venv::
 
@@ -93,10 +94,8 @@ def build(bpy, quick: bool) -> staging.Example:
         turn = (math.radians(nod), 0.0, math.radians(shake))
         staging.keyed(head, "rotation_euler", frame(at), turn)
 
-    curls = staging.poly_curve(bpy, "Curls", _curls(count))
-    curls.data.materials.append(hair)
     scene.frame_set(1)
-    staging.parent_keeping_place(bpy, curls, head)
+    curls = staging.empty_hair(bpy, head, "Curls", [c - HEAD for c in _curls(count)], hair)
     parameters = {
         "segment_count": CURL_POINTS - 1,
         "radius": 0.0015,
@@ -122,6 +121,18 @@ def build(bpy, quick: bool) -> staging.Example:
             "finite": float(np.isfinite(points).all()),
         }
 
+    def dress(bpy) -> None:
+        # Each curl a ringlet: thin render hairs around every guide, each following its nearest
+        # guide only (interpolated between curls of other phases, they would unwind).
+        staging.child_hair(
+            bpy,
+            curls,
+            4 if quick else 40,
+            interpolation_guides=1,
+            root_radius=1.2e-4,
+            tip_radius=6e-5,
+        )
+
     return staging.Example(
         title="Curly bangs: the drawn curls kept under gravity",
         systems=[curls],
@@ -133,6 +144,7 @@ def build(bpy, quick: bool) -> staging.Example:
         parameters=parameters,
         reference=head,
         measure=measure,
+        dress=dress,
     )
 
 
