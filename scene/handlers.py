@@ -76,11 +76,6 @@ def register() -> None:
     for handlers, function in HANDLERS:
         if function not in handlers:
             handlers.append(function)
-    # Enabled after a file was opened (a script in module mode enables extensions itself), no
-    # load handler ran for that file: read it as one would. While Blender starts, its data is
-    # not open to add-ons yet (``bpy.data`` is a stand-in); the load after start reads it then.
-    if isinstance(bpy.data, bpy.types.BlendData):
-        on_load_post()
 
 
 def unregister() -> None:

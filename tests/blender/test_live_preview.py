@@ -190,24 +190,6 @@ def test_a_saved_file_simulates_again_after_it_is_opened(factory_scene, ponytail
     np.testing.assert_array_equal(preview_points(reopened), played[8])
 
 
-def test_a_file_opened_before_the_extension_is_enabled_simulates_once_it_is(
-    factory_scene, extension, ponytail, tmp_path
-):
-    """A script that opens a file and then enables the extension (module mode enables none
-    by itself) finds its strand systems read, as if the extension had been on at the load."""
-    played = _play(factory_scene, range(1, 6))
-    path = str(tmp_path / "ponytail.blend")
-    bpy.ops.wm.save_as_mainfile(filepath=path)
-    extension.unregister()
-    bpy.ops.wm.open_mainfile(filepath=path)
-    extension.register()
-    scene = bpy.context.scene
-    reopened = scene.objects["ponytail"]
-    assert system_status(reopened)[0].startswith("Nothing cached")
-    scene.frame_set(5)
-    np.testing.assert_array_equal(preview_points(reopened), played[5])
-
-
 def test_in_the_ui_an_outdated_input_is_read_again_by_a_timer(factory_scene, ponytail):
     """Background Blender runs no timers; call the one the UI would run."""
     from oriented_strands.scene import systems
