@@ -45,6 +45,7 @@ from ..core import (
 )
 from ..core.art_direction import ArtDirectedBase
 from ..core.fields import ForceFields, RootToTip, Wind
+from ..core.obstacles import Obstacles
 from ..core.pose import PoseTrajectory, pose_rotations
 from ..core.rest_shape import zero_gravity_model
 from ..core.simulation import BaseSource
@@ -325,7 +326,7 @@ class StrandSystemRuntime:
         self._base: BaseSource | None = None
         self._air: Callable[[SceneFields], tuple[list, list]] | None = None
         self._pose: PoseTrajectory | None = None
-        self._constraints: tuple = (None, None, None)
+        self._constraints = ConstraintInputs()
         self.failed_frame: int | None = None
         """The frame whose step failed, if one did."""
         self.fallbacks: dict[int, tuple[Fallback, ...]] = {}
@@ -450,14 +451,14 @@ class StrandSystemRuntime:
         # same fresh engine state, so a re-simulated frame equals the first result bit for bit.
         # Dropping the last one first ends its worker processes before new ones start.
         self.simulation = None
-        obstacles, joint_limits, constraint_settings = self._constraints
+        constraints = self._constraints
         simulation = Simulation(
             self.model,
             self._solver,
             gravity=self._start_gravity,
-            obstacles=obstacles,
-            joint_limits=joint_limits,
-            constraint_settings=constraint_settings,
+            obstacles=constraints.obstacles,
+            joint_limits=constraints.joint_limits,
+            constraint_settings=constraints.settings,
             interaction=self._interaction,
         )
         simulation.reset(base_poses=self.prepared.matrices_at(self.prepared.frame_start))
@@ -497,7 +498,7 @@ class StrandSystemRuntime:
                     pose=self._pose,
                     fields=ForceFields(wind, force),
                     obstacle_motion=(
-                        None if self._constraints[0] is None else self._obstacle_motion
+                        None if self._constraints.obstacles is None else self._obstacle_motion
                     ),
                 )
             except StrandError as error:
@@ -556,7 +557,7 @@ class StrandSystemRuntime:
     def _obstacle_motion(self, time: float) -> ObstacleMotion:
         """The obstacles' poses and velocities at ``time`` (s from the start frame), with the
         deforming meshes' vertices."""
-        obstacles = self._constraints[0]
+        obstacles = self._constraints.obstacles
         deformed = {index: vertices(time) for index, vertices in self.prepared.deforming.items()}
         return ObstacleMotion.from_base_motion(
             obstacles,
@@ -596,10 +597,19 @@ def pose_trajectory(
     return PoseTrajectory(times, np.stack(rotations))
 
 
-def constraint_inputs(prepared: PreparedInput, model: ModelSettings) -> tuple:
-    """``(obstacles, joint_limits, constraint_settings)`` for the simulation: the sampled
-    obstacles on the model's backend and the joint limits (None where there are none; all None
-    leaves the simulation without a constraint solver)."""
+@dataclass(frozen=True, eq=False)
+class ConstraintInputs:
+    """What a strand system's simulation is constrained by: the sampled obstacles on the model's
+    backend, the joint limits and the constraint settings (all None: no constraint solver)."""
+
+    obstacles: Obstacles | None = None
+    joint_limits: JointLimits | None = None
+    settings: ConstraintSettings | None = None
+
+
+def constraint_inputs(prepared: PreparedInput, model: ModelSettings) -> ConstraintInputs:
+    """The simulation's :class:`ConstraintInputs` from the sampled obstacles and the system's
+    joint limits (None where there are none; without either, no constraint solver)."""
     shapes = prepared.obstacles.shapes
     obstacles = build_obstacles(shapes, model.backend, model.precision) if shapes else None
     limited = model.swing_limit < math.pi or model.twist_limit < math.pi
@@ -613,5 +623,6 @@ def constraint_inputs(prepared: PreparedInput, model: ModelSettings) -> tuple:
         else None
     )
     if obstacles is None and joint_limits is None:
-        return None, None, None
-    return obstacles, joint_limits, ConstraintSettings(contact_iterations=model.contact_iterations)
+        return ConstraintInputs()
+    settings = ConstraintSettings(contact_iterations=model.contact_iterations)
+    return ConstraintInputs(obstacles, joint_limits, settings)

@@ -325,17 +325,18 @@ def test_local_dynamics_without_a_reference_is_refused_naming_the_object():
 
 
 def test_limits_of_half_a_turn_and_no_obstacles_leave_out_the_constraint_solver():
-    assert constraint_inputs(prepared([STRAND]), MODEL) == (None, None, None)
+    inputs = constraint_inputs(prepared([STRAND]), MODEL)
+    assert (inputs.obstacles, inputs.joint_limits, inputs.settings) == (None, None, None)
 
 
 def test_a_swing_limit_alone_limits_swing_and_leaves_twist_free():
-    obstacles, limits, solver = constraint_inputs(
+    inputs = constraint_inputs(
         prepared([STRAND]), replace(MODEL, swing_limit=0.5, contact_iterations=3)
     )
 
-    assert obstacles is None
-    assert limits == JointLimits(swing=0.5, twist_min=-math.inf, twist_max=math.inf)
-    assert solver == ConstraintSettings(contact_iterations=3)
+    assert inputs.obstacles is None
+    assert inputs.joint_limits == JointLimits(swing=0.5, twist_min=-math.inf, twist_max=math.inf)
+    assert inputs.settings == ConstraintSettings(contact_iterations=3)
 
 
 def test_sampled_obstacles_are_built_for_the_engine_with_the_limits_off():
@@ -344,10 +345,10 @@ def test_sampled_obstacles_are_built_for_the_engine_with_the_limits_off():
     collected.obstacle_matrices[:] = [np.eye(4)[None]] * 2
     collected.obstacle_vertices[:] = [(None,)] * 2
 
-    obstacles, limits, _ = constraint_inputs(collected.prepared(FPS, ""), MODEL)
+    inputs = constraint_inputs(collected.prepared(FPS, ""), MODEL)
 
-    assert obstacles.names == ("ball",)
-    assert limits is None
+    assert inputs.obstacles.names == ("ball",)
+    assert inputs.joint_limits is None
 
 
 def _posed(pose_curves: list) -> tuple:
