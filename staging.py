@@ -484,13 +484,13 @@ def leaves(
 
 def timeline(bpy: Any, seconds: float, fps: int = 24) -> Callable[[float], int]:
     """Set the scene to ``fps`` frames per second from frame 1 over ``seconds``; the frame at
-    a time (s) from the start."""
+    a share (0 to 1) of the shot."""
     scene = bpy.context.scene
     scene.render.fps = fps
     scene.frame_start, scene.frame_end = 1, 1 + round(seconds * fps)
 
-    def frame(at: float) -> int:
-        return 1 + round(at * fps)
+    def frame(share: float) -> int:
+        return 1 + round(share * seconds * fps)
 
     return frame
 

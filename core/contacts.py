@@ -546,7 +546,7 @@ class ObstacleContacts:
         )
         # Only the points of trees with contacts have new paths: the correction moves only them,
         # and they end where backward Euler's map takes them (below).
-        moved = _trees_with(model, xp.ones(len(found), dtype=bool), found.tree)
+        moved = _trees_of(model, found.tree)
         moved_points = xp.nonzero(moved[model.link_tree[self._query_link]])[0]
         swept = self.find(data, control, h, self._corrected, moved_points)
         new = ~xp.isin(swept.key, found.key)
@@ -554,12 +554,12 @@ class ObstacleContacts:
             added = swept.restricted(new, xp.arange(model.n_links), model.link_tree)
             found = found.joined(xp, added)
             iterate.friction = iterate.friction.joined(xp, added.remembered)
-            iterate.iterating = _trees_with(model, xp.ones(len(added), dtype=bool), added.tree)
+            iterate.iterating = _trees_of(model, added.tree)
             iterate = tail(found, TAIL_ITERATIONS * iterations, iterate)
         out.w[...] = w_free + iterate.delta
         # The trees with contacts take a first-order step (the contacts' law and operator are
         # backward Euler's); the others keep their free step as it was.
-        contacted = _trees_with(model, xp.ones(len(found), dtype=bool), found.tree)
+        contacted = _trees_of(model, found.tree)
         out.q[...] = xp.where(
             contacted[model.link_tree], integrators.integrate_rotation(xp, state.q, out.w, h), out.q
         )
@@ -1038,6 +1038,13 @@ def _trees_with(model: Model, flags: Any, tree: Any) -> Any:
     """(T,) bool: the trees of which any contact (on ``tree``) has its flag set."""
     marked = model.xp.zeros(model.n_trees, dtype=bool)
     marked[tree[flags]] = True
+    return marked
+
+
+def _trees_of(model: Model, tree: Any) -> Any:
+    """(T,) bool: the trees with any contact (on ``tree``)."""
+    marked = model.xp.zeros(model.n_trees, dtype=bool)
+    marked[tree] = True
     return marked
 
 

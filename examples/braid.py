@@ -53,10 +53,7 @@ def _strand() -> np.ndarray:
 def build(bpy, quick: bool) -> staging.Example:
     scene = bpy.context.scene
     seconds = 3.0 if quick else 6.0
-    clock = staging.timeline(bpy, seconds)
-
-    def frame(fraction: float) -> int:
-        return clock(fraction * seconds)
+    frame = staging.timeline(bpy, seconds)
 
     skin = staging.material(bpy, "Skin", (0.75, 0.55, 0.45), 0.45)
     cloth = staging.material(bpy, "Shirt", (0.2, 0.3, 0.45), 0.8)

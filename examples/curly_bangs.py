@@ -72,10 +72,7 @@ def _curls(count: int) -> list[np.ndarray]:
 def build(bpy, quick: bool) -> staging.Example:
     scene = bpy.context.scene
     seconds = 2.0 if quick else 4.0
-    clock = staging.timeline(bpy, seconds)
-
-    def frame(fraction: float) -> int:
-        return clock(fraction * seconds)
+    frame = staging.timeline(bpy, seconds)
 
     count = 12 if quick else 60
     skin = staging.material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45)

@@ -79,10 +79,7 @@ def _grove(count: int) -> list[list[Branch]]:
 
 def build(bpy, quick: bool) -> staging.Example:
     seconds = 3.0 if quick else 6.0
-    clock = staging.timeline(bpy, seconds)
-
-    def frame(fraction: float) -> int:
-        return clock(fraction * seconds)
+    frame = staging.timeline(bpy, seconds)
 
     bark = staging.material(bpy, "Bark", (0.3, 0.2, 0.12), 0.7)
     leaf = staging.material(bpy, "Leaf", (0.1, 0.3, 0.06), 0.6)

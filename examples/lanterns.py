@@ -83,10 +83,7 @@ def _swing(offsets: np.ndarray, fps: float) -> tuple[float, float]:
 def build(bpy, quick: bool) -> staging.Example:
     scene = bpy.context.scene
     seconds = 4.5 if quick else 7.0
-    clock = staging.timeline(bpy, seconds)
-
-    def frame(fraction: float) -> int:
-        return clock(fraction * seconds)
+    frame = staging.timeline(bpy, seconds)
 
     wood = staging.material(bpy, "Staff", (0.35, 0.2, 0.08), 0.5)
     cord = staging.material(bpy, "Cord", (0.5, 0.08, 0.05), 0.6)

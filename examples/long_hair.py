@@ -101,7 +101,7 @@ def build(bpy, quick: bool) -> staging.Example:
     for at, nod, turn in moves:
         if at <= seconds:
             pose = (math.radians(nod), 0.0, math.radians(turn))
-            staging.keyed(head, "rotation_euler", frame(at), pose)
+            staging.keyed(head, "rotation_euler", frame(at / seconds), pose)
 
     for ob in bpy.context.view_layer.objects:
         ob.select_set(ob is head)
@@ -123,10 +123,7 @@ def build(bpy, quick: bool) -> staging.Example:
         "youngs_modulus": 0.5,
     }
     staging.add_strand_system(bpy, hair, parameters)
-    for ob in bpy.context.view_layer.objects:
-        ob.select_set(ob is hair)
-    bpy.context.view_layer.objects.active = hair
-    bpy.ops.oriented_strands.add_child_hair(children_per_guide=2.0 if quick else 50.0)
+    staging.child_hair(bpy, hair, 2.0 if quick else 50.0)
     parameters["children per guide"] = 2 if quick else 50
 
     def measure(played: dict, matrices: np.ndarray) -> dict:
@@ -137,11 +134,12 @@ def build(bpy, quick: bool) -> staging.Example:
         rooted[1::points] = False
         inside = HEAD_RADIUS - np.linalg.norm(local[:, rooted], axis=2)
         tips = local[:, points - 1 :: points]
+        still = tips[frame(0.5 / seconds) - 1]  # where the tips hang when the head starts
         return {
             "deepest_in_head_share_of_radius": float(
                 max(0.0, (inside + COLLISION_RADIUS).max()) / COLLISION_RADIUS
             ),
-            "tip_swing_m": float(np.linalg.norm(tips - tips[frame(0.5) - 1], axis=2).max()),
+            "tip_swing_m": float(np.linalg.norm(tips - still, axis=2).max()),
             "finite": float(np.isfinite(where).all()),
         }
 
@@ -152,7 +150,7 @@ def build(bpy, quick: bool) -> staging.Example:
         target=(0.0, 0.0, 1.38),
         lens=50.0,
         ground=ground,
-        stills=(frame(0.5), frame(1.0), frame(1.5)),
+        stills=tuple(frame(at / seconds) for at in (0.5, 1.0, 1.5)),
         parameters=parameters,
         reference=head,
         measure=measure,

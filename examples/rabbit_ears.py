@@ -65,10 +65,7 @@ def _folded(ears: list[np.ndarray]) -> list[np.ndarray]:
 def build(bpy, quick: bool) -> staging.Example:
     scene = bpy.context.scene
     seconds = 2.0 if quick else 4.0
-    clock = staging.timeline(bpy, seconds)
-
-    def frame(fraction: float) -> int:
-        return clock(fraction * seconds)
+    frame = staging.timeline(bpy, seconds)
 
     fur = staging.material(bpy, "Fur", (0.36, 0.3, 0.25), 0.8)
     inner = staging.material(bpy, "Ear", (0.6, 0.4, 0.38), 0.6)
