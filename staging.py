@@ -519,26 +519,24 @@ def empty_hair(bpy: Any, surface: Any, name: str, curves: list[np.ndarray], mate
     return hair
 
 
-def child_hair(bpy: Any, system: Any, per_guide: float, **inputs: float) -> Any:
+def child_hair(bpy: Any, system: Any, per_guide: float, inputs: dict | None = None) -> Any:
     """*Add Child Hair* on a strand system of hair on a surface, as the artist clicks it; then
-    the child-hair modifier's ``inputs`` by their panel names with spaces as underscores
-    (``root_radius=1e-4``, ``interpolation_guides=1``). Returns the child-hair object."""
+    the child-hair modifier's ``inputs`` by the names its panel shows (``{"Root Radius": 1e-4,
+    "Interpolation Guides": 1}``). Returns the child-hair object."""
+    from .scene import children
+
     for ob in bpy.context.view_layer.objects:
         ob.select_set(False)
     system.select_set(True)
     bpy.context.view_layer.objects.active = system
     bpy.ops.oriented_strands.add_child_hair(children_per_guide=per_guide)
-    children = bpy.data.objects[f"{system.name}_children"]
-    modifier = next(m for m in children.modifiers if m.type == "NODES")
-    identifiers = {
-        item.name.lower().replace(" ", "_"): item.identifier
-        for item in modifier.node_group.interface.items_tree
-        if item.item_type == "SOCKET" and item.in_out == "INPUT"
-    }
-    for name, value in inputs.items():
+    grown = bpy.data.objects[system.name + children.CHILD_HAIR_SUFFIX]
+    modifier = next(m for m in grown.modifiers if m.type == "NODES")
+    identifiers = children.input_identifiers(modifier.node_group)
+    for name, value in (inputs or {}).items():
         modifier[identifiers[name]] = value
-    children.update_tag()
-    return children
+    grown.update_tag()
+    return grown
 
 
 def parent_keeping_place(bpy: Any, child: Any, parent: Any) -> None:

@@ -125,9 +125,7 @@ def build(bpy, quick: bool) -> staging.Example:
             bpy,
             curls,
             4 if quick else 40,
-            interpolation_guides=1,
-            root_radius=1.2e-4,
-            tip_radius=6e-5,
+            {"Interpolation Guides": 1, "Root Radius": 1.2e-4, "Tip Radius": 6e-5},
         )
 
     return staging.Example(

@@ -116,7 +116,8 @@ def _child_hair_group() -> bpy.types.NodeTree:
     return group
 
 
-def _input_identifiers(group: bpy.types.NodeTree) -> dict[str, str]:
+def input_identifiers(group: bpy.types.NodeTree) -> dict[str, str]:
+    """The identifier of each input of a node group, by the name its modifier panel shows."""
     return {
         item.name: item.identifier
         for item in group.interface.items_tree
@@ -156,7 +157,7 @@ def add_child_hair(
     ob.matrix_parent_inverse.identity()
     modifier = ob.modifiers.new("Child Hair", "NODES")
     modifier.node_group = group
-    identifier = _input_identifiers(group)
+    identifier = input_identifiers(group)
     values = {
         GUIDES_INPUT: guides,
         "Surface": surface,
@@ -181,7 +182,7 @@ def _child_hair_modifiers() -> list[tuple[bpy.types.NodesModifier, str]]:
     group = bpy.data.node_groups.get(CHILD_HAIR_GROUP)
     if group is None:
         return []
-    key = _input_identifiers(group)[GUIDES_INPUT]
+    key = input_identifiers(group)[GUIDES_INPUT]
     return [
         (modifier, key)
         for ob in bpy.data.objects
