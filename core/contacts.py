@@ -570,7 +570,7 @@ class ObstacleContacts:
         return StepContacts(
             found=found,
             friction=iterate.friction,
-            touching=_trees_with(model, response.normal_force > 0.0, found.tree),
+            touching=_trees_of(model, found.tree[response.normal_force > 0.0]),
             load=response.load,
             link_block=iterate.link_block,
         )
@@ -780,11 +780,11 @@ def _iterate(
         moving = (dynamics.tree_max(model, xp.max(xp.abs(step), axis=0)) > tolerance) & (
             alpha < 1.0
         )
-        iterating = _trees_with(model, flipped | revised, contacts.tree) | moving
+        iterating = _trees_of(model, contacts.tree[flipped | revised]) | moving
         piece = new_piece
         if bool(to_host(xp.any(revised))):
             response = respond(model, contacts, S, velocity, friction)
-        refactored = _trees_with(model, flipped, contacts.tree)
+        refactored = _trees_of(model, contacts.tree[flipped])
         if bool(to_host(xp.any(refactored))):
             link_block = newton_block(model, contacts, piece, friction, h)
             dynamics.factorize_trees(model, data, refactored, blocks, link_block, tension_step=h)
@@ -1032,13 +1032,6 @@ LINE_SEARCH_BISECTIONS = 20
 # How far (relative) a sticking contact's friction may exceed its bound before it slides
 # (revised_friction): without the band, rounding flips a contact at its bound back and forth.
 HOLD = 0.01
-
-
-def _trees_with(model: Model, flags: Any, tree: Any) -> Any:
-    """(T,) bool: the trees of which any contact (on ``tree``) has its flag set."""
-    marked = model.xp.zeros(model.n_trees, dtype=bool)
-    marked[tree[flags]] = True
-    return marked
 
 
 def _trees_of(model: Model, tree: Any) -> Any:
