@@ -8,6 +8,7 @@ Usage (from the repository root, in ``.venv/blender``)::
     python bench/collisions.py --workers 2               # both cases in two processes
     python bench/collisions.py --strands 300 --links 16 --bend-rigidity 2e-5   # dense contact
     python bench/collisions.py --head deforming          # the head a deforming 20,000-triangle mesh
+    python bench/collisions.py --order 1                 # both cases in backward Euler
     python bench/collisions.py --backend cupy            # on an NVIDIA GPU
 
 Both cases run in fresh interpreters (``python -m bench.collisions --case ...``) on the same
@@ -133,6 +134,7 @@ def build(
     workers: int = 1,
     head: str = "sphere",
     backend: str = "numpy",
+    order: int = 2,
 ) -> tuple[Any, Any]:
     """The simulation, and the obstacles' motion as a function of time (None without them)."""
     weight = np.tile([0.0] + [1.0] * (workload.links - 1), workload.strands)
@@ -142,7 +144,9 @@ def build(
     model = core.build_model(
         [core.StrandSpec(p) for p in workload.rest_points()], parameters, backend=backend
     )
-    settings = core.SolverSettings(method="implicit", substeps=SUBSTEPS_PER_FRAME, workers=workers)
+    settings = core.SolverSettings(
+        method="implicit", substeps=SUBSTEPS_PER_FRAME, workers=workers, order=order
+    )
     if not obstacles:
         return core.Simulation(model, settings), None
     skin = core.Material(0.0, 0.4, 0.3)
@@ -190,13 +194,14 @@ def run_case(
     workers: int,
     head: str = "sphere",
     backend: str = "numpy",
+    order: int = 2,
 ) -> None:
     """Time one case in this interpreter and print its JSON line."""
     core = importlib.import_module("oriented_strands.core")
     base = functools.partial(head_motion, core)
     start = time.perf_counter()
     simulation, obstacle_motion = build(
-        core, workload, case == "obstacles", passes, workers, head, backend
+        core, workload, case == "obstacles", passes, workers, head, backend, order
     )
     build_seconds = time.perf_counter() - start
     contacts: list[int] = []
@@ -247,6 +252,7 @@ def run_case(
         passes=passes,
         head=head,
         backend=backend,
+        order=order,
         processes=simulation.processes,
         substeps=SUBSTEPS_PER_FRAME,
         numpy=np.__version__,
@@ -279,6 +285,7 @@ def run_both(
     bend_rigidity: float | None,
     head: str,
     backend: str,
+    order: int,
 ) -> list[dict[str, Any]]:
     """Each case in its own interpreter; their JSON results."""
     results = []
@@ -295,6 +302,7 @@ def run_both(
             f"--workers={workers}",
             f"--head={head}",
             f"--backend={backend}",
+            f"--order={order}",
             *policy.as_arguments(),
         ]
         finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
@@ -313,7 +321,8 @@ def report(results: Sequence[dict[str, Any]]) -> str:
         f"{free['strands']} strands x {free['links']} links, {SUBSTEPS_PER_FRAME} substeps/frame, "
         f"bending rigidity {obstacles['workload']['bend_rigidity']:g} N m^2, "
         f"constraint passes: {obstacles['passes'] or 'automatic'}, "
-        f"{obstacles['processes']} process(es), backend {obstacles['backend']}",
+        f"{obstacles['processes']} process(es), backend {obstacles['backend']}, "
+        f"order {obstacles['order']}",
         "| case | s/frame (median) | contacts (mean, max) | largest tree problem (rows) |",
         "|---|---|---|---|",
         f"| no obstacles | {free['seconds_per_frame']:.3g} | – | – |",
@@ -360,11 +369,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--backend", choices=("numpy", "cupy"), default="numpy", help="the engine's array backend"
     )
+    parser.add_argument(
+        "--order",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="SolverSettings.order of both cases: 2 (BDF2, the default) or 1 (backward Euler)",
+    )
     args = parser.parse_args(argv)
     policy = FramePolicy(args.warmup_frames, args.min_frames, args.min_seconds, args.max_frames)
     workload = soft_workload(args.strands, args.links, args.bend_rigidity)
     if args.case:
-        run_case(args.case, workload, policy, args.passes, args.workers, args.head, args.backend)
+        run_case(
+            args.case,
+            workload,
+            policy,
+            args.passes,
+            args.workers,
+            args.head,
+            args.backend,
+            args.order,
+        )
         return
     results = run_both(
         args.strands,
@@ -375,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.bend_rigidity,
         args.head,
         args.backend,
+        args.order,
     )
     print(report(results))
     when = datetime.now(UTC)

@@ -33,12 +33,14 @@ from .obstacles import (
     Capsule,
     Material,
     ObstacleMotion,
+    Placement,
     Plane,
     Sphere,
     TriangleMesh,
     VertexTrajectory,
     build_obstacles,
     find_contacts,
+    place,
 )
 from .pose import Pose, PoseTrajectory, pose_rotations
 from .presets import PRESETS, MaterialPreset
@@ -68,6 +70,7 @@ __all__ = [
     "Model",
     "ObstacleMotion",
     "PRESETS",
+    "Placement",
     "Plane",
     "PointField",
     "Pose",
@@ -97,6 +100,7 @@ __all__ = [
     "build_obstacles",
     "find_contacts",
     "get_backend",
+    "place",
     "pose_rotations",
     "solve_lcp",
     "zero_gravity_model",

@@ -99,7 +99,7 @@ from .dynamics import Data
 from .errors import InvalidInputError
 from .lcp import solve_lcp
 from .model import Model
-from .obstacles import ObstacleMotion, Obstacles
+from .obstacles import ObstacleMotion, Obstacles, Placement
 from .rows import (
     ConstraintStart,
     JointLimits,
@@ -327,11 +327,12 @@ class SolverSpec:
 @dataclass(frozen=True, eq=False)
 class SolverRecord:
     """What a :class:`ConstraintSolver` carries from one step to the next
-    (:meth:`ConstraintSolver.kept`): how its contacts rubbed, the obstacles' last motion, the
-    last statistics and contacts, and the step start of its animated constraints."""
+    (:meth:`ConstraintSolver.kept`): how its contacts rubbed, where the obstacles' last motion
+    put them, the last statistics and contacts, and the step start of its animated
+    constraints."""
 
     memory: ContactMemory | None
-    obstacle_motion: ObstacleMotion | None
+    placement: Placement | None
     stats: ConstraintStats
     last_contacts: StepContacts | None
     start: ConstraintStart
@@ -415,7 +416,7 @@ class ConstraintSolver:
         of this solver's, :attr:`memory`) holds of its contacts."""
         solver = self.spec_for(part, links).solver(part)
         if self.contacts is not None:
-            solver.contacts.set_motion(self.contacts.motion)
+            solver.contacts.set_motion(self.contacts.placement)
             points = self.contacts.points_of(solver.contacts, links)
             self.contacts.remembered_for(solver.contacts, points, memory)
         return solver
@@ -443,7 +444,7 @@ class ConstraintSolver:
         contacts = self.contacts
         return SolverRecord(
             None if contacts is None else contacts.memory,
-            None if contacts is None else contacts.motion,
+            None if contacts is None else contacts.placement,
             self.stats,
             self.last_contacts,
             self._start,
@@ -452,7 +453,8 @@ class ConstraintSolver:
     def restore(self, record: SolverRecord) -> None:
         """Go back to what :meth:`kept` recorded."""
         if self.contacts is not None:
-            self.contacts.memory, self.contacts.motion = record.memory, record.obstacle_motion
+            self.contacts.memory = record.memory
+            self.contacts.set_motion(record.placement)
         self.stats, self.last_contacts = record.stats, record.last_contacts
         self._start = record.start
 

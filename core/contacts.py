@@ -107,7 +107,14 @@ import numpy as np
 from . import dynamics, integrators
 from .dynamics import Data
 from .model import Model
-from .obstacles import ObstacleMotion, Obstacles, find_contacts, swept_distances
+from .obstacles import (
+    ObstacleMotion,
+    Obstacles,
+    Placement,
+    find_contacts,
+    place,
+    swept_distances,
+)
 from .spatial import cross, dot
 from .state import Control, State
 
@@ -364,7 +371,8 @@ class ObstacleContacts:
         self._query_link = backend.from_host(np.tile(colliding, len(fractions)))
         self._query_fraction = backend.from_host(np.repeat(fractions, len(colliding)))
         self._query_radius = model.collision_radius[self._query_link]
-        self.motion = still(obstacles)
+        # The obstacles where the substep's motion puts them, placed once for its queries.
+        self.placement = place(obstacles, still(obstacles))
         self.memory = ContactMemory.empty(model.xp, backend.float)
         # The link frames at the corrected end of a step (ObstacleContacts.correct).
         self._corrected = Data.for_model(model, kinematics_only=True)
@@ -417,7 +425,7 @@ class ObstacleContacts:
         end = world_position(model, control, relative, swept_link)
         found = find_contacts(
             self.obstacles,
-            self.motion,
+            self.placement,
             self._start_position[:, swept],
             end,
             self._query_radius[swept],
@@ -554,6 +562,8 @@ class ObstacleContacts:
             added = swept.restricted(new, xp.arange(model.n_links), model.link_tree)
             found = found.joined(xp, added)
             iterate.friction = iterate.friction.joined(xp, added.remembered)
+            # Their trees all go on, and the tail takes their pieces anew.
+            iterate.piece = xp.concatenate((iterate.piece, xp.full(len(added), APART, xp.int8)))
             iterate.iterating = _trees_of(model, added.tree)
             iterate = tail(found, TAIL_ITERATIONS * iterations, iterate)
         out.w[...] = w_free + iterate.delta
@@ -599,7 +609,7 @@ class ObstacleContacts:
         end = world_position(model, control, relative, found.link)
         radius = self._query_radius[point]
         start = self._start_position[:, point]
-        smallest = swept_distances(self.obstacles, self.motion, start, end, radius, h)
+        smallest = swept_distances(self.obstacles, self.placement, start, end, radius, h)
         depth = radius - smallest[xp.arange(len(found)), obstacle]
         excess = depth - xp.maximum(-found.gap, tolerance * radius)
         excess, tree = model.backend.to_host(xp.stack((excess, found.tree * 1.0)))
@@ -642,12 +652,19 @@ class ObstacleContacts:
         order = xp.argsort(keys)
         self.memory = ContactMemory(keys[order], friction.selected(order))
 
-    def set_motion(self, motion: ObstacleMotion) -> None:
-        self.motion = motion
+    @property
+    def motion(self) -> ObstacleMotion:
+        """The obstacles' poses and velocities at the substep's start."""
+        return self.placement.motion
+
+    def set_motion(self, motion: ObstacleMotion | Placement) -> None:
+        """Move the obstacles for the next substep (a placement of these obstacles' is kept as
+        it is)."""
+        self.placement = place(self.obstacles, motion)
 
     def reset(self) -> None:
         """Obstacles back at the identity pose, still; no contacts remembered."""
-        self.motion = still(self.obstacles)
+        self.set_motion(still(self.obstacles))
         self.memory = ContactMemory.empty(self.model.xp, self.model.backend.float)
 
 
@@ -731,7 +748,10 @@ def _iterate(
     """At most ``iterations`` iterations of the correction (module docstring, *The
     correction*) from ``iterate`` for its trees still iterating, ending once fewer than
     ``until_fewer`` trees do; ``data`` holds the factorisation of its pieces and keeps that of
-    the pieces returned."""
+    the pieces returned, but for the trees still iterating when it ends that way: their caller
+    factorises them again on a model of their own (:func:`_finish_apart`), and their blocks in
+    the returned ``link_block`` are stale. ``iterate`` is consumed: the one returned may share
+    its arrays."""
     xp, to_host = model.xp, model.backend.to_host
     S = data.S
     free_velocity = dynamics.subspace_velocities(model, S, w_free, control)
@@ -784,12 +804,16 @@ def _iterate(
         piece = new_piece
         if bool(to_host(xp.any(revised))):
             response = respond(model, contacts, S, velocity, friction)
+        if int(to_host(xp.count_nonzero(iterating))) < until_fewer:
+            # The trees still iterating go on, on a model of their own, which factorises them
+            # (_finish_apart): the trees whose pieces flipped are among them.
+            break
         refactored = _trees_of(model, contacts.tree[flipped])
         if bool(to_host(xp.any(refactored))):
-            link_block = newton_block(model, contacts, piece, friction, h)
+            _renew_blocks(
+                model, contacts, piece, friction, h, link_block, refactored[contacts.tree]
+            )
             dynamics.factorize_trees(model, data, refactored, blocks, link_block, tension_step=h)
-        if int(to_host(xp.count_nonzero(iterating))) < until_fewer:
-            break
     return _Iterate(delta, n_delta, friction, piece, response, link_block, iterating, taken)
 
 
@@ -808,7 +832,8 @@ def _finish_apart(
 ) -> _Iterate:
     """:func:`_iterate` for the trees ``iterate`` leaves unfinished, on a model of just those
     trees (:func:`.model.select_trees`: a few trees' iterations then cost what those trees do,
-    not a whole-forest solve each), its result and factors put back into the whole's."""
+    not a whole-forest solve each), its result and factors put back into the whole's.
+    ``iterate`` is consumed, as :func:`_iterate`'s is."""
     xp, backend = model.xp, model.backend
     trees = np.nonzero(backend.to_host(iterate.iterating))[0]
     gathered = dynamics.tree_part(model, data, trees, ("oR", "r", "c", "tension"))
@@ -850,20 +875,16 @@ def _finish_apart(
     friction.direction[:, in_part] = finished.friction.direction
     for name in dynamics.FACTORS:
         getattr(data, name)[..., chosen] = getattr(part_data, name)
+    # The other trees' contacts keep their pieces and blocks: their trees no longer move.
+    piece = iterate.piece.copy()
+    piece[in_part] = finished.piece
+    link_block = iterate.link_block
+    link_block[..., chosen] = finished.link_block
     velocity = dynamics.subspace_velocities(model, data.S, w_free + delta, control)
     response = respond(model, contacts, data.S, velocity, friction)
-    piece = _pieces(response.piece != APART, friction, xp)
     iterating = xp.zeros(model.n_trees, dtype=bool)
     iterating[backend.from_host(trees)] = finished.iterating
-    return _Iterate(
-        delta,
-        n_delta,
-        friction,
-        piece,
-        response,
-        newton_block(model, contacts, piece, friction, h),
-        iterating,
-    )
+    return _Iterate(delta, n_delta, friction, piece, response, link_block, iterating)
 
 
 def respond(
@@ -976,6 +997,28 @@ def newton_block(
     normal force is applied along, ``μ t`` while it slides along ``t``), plus
     ``s κ (1 − n nᵀ)`` while it sticks (module docstring)."""
     xp = model.xp
+    link_block = xp.zeros((6, 6, model.n_links), dtype=model.backend.float)
+    _renew_blocks(model, contacts, piece, friction, h, link_block, xp.ones(len(contacts), bool))
+    return link_block
+
+
+def _renew_blocks(
+    model: Model,
+    contacts: ContactSet,
+    piece: Any,
+    friction: Friction,
+    h: float,
+    link_block: Any,
+    renewed: Any,
+) -> None:
+    """Write into ``link_block`` (:func:`newton_block`) the blocks of the links of the contacts
+    ``renewed`` (C,) bool, summed over all their contacts, which ``renewed`` must hold: the
+    other links' blocks are left as they are."""
+    xp = model.xp
+    chosen = xp.nonzero(renewed)[0]
+    links, link_of = xp.unique(contacts.link[chosen], return_inverse=True)
+    contacts = contacts.restricted(renewed, xp.arange(model.n_links), model.link_tree)
+    piece, friction = piece[chosen], friction.selected(chosen)
     n, kappa = contacts.normal, contacts.stiffness
     across = xp.eye(3, dtype=model.backend.float)[:, :, None] - n[:, None] * n[None]
     # T = -df/du (3, 3, C): rows are force components, columns velocity components.
@@ -987,7 +1030,7 @@ def newton_block(
         + xp.where(piece == STICKING, kappa * STICKING_SHARE, 0.0) * across
     )
     spatial_block = h * _spatial_block(xp, contacts.arm, block).reshape(36, -1)
-    return _scatter(xp, contacts.link, spatial_block, model.n_links).reshape(6, 6, -1)
+    link_block[..., links] = _scatter(xp, link_of, spatial_block, len(links)).reshape(6, 6, -1)
 
 
 def _pieces(engaged: Any, friction: Friction, xp: Any) -> Any:
@@ -1050,7 +1093,7 @@ def point_position(model: Model, data: Data, links: Any, fractions: Any) -> Any:
 def world_position(model: Model, control: Control, relative: Any, links: Any) -> Any:
     """World positions (3, P) of points on ``links`` given relative to their trees' reference
     points (:func:`point_position`): moved by their bases' positions in ``control``."""
-    return relative + control.base_position[:, model.link_base][:, links]
+    return relative + control.base_position[:, model.link_base[links]]
 
 
 def point_motion(model: Model, data: Data, links: Any, fractions: Any) -> tuple[Any, Any]:
@@ -1128,4 +1171,4 @@ def _scatter(xp: Any, link: Any, values: Any, count: int) -> Any:
     components = values.shape[0]
     index = (xp.arange(components)[:, None] * count + link[None]).reshape(-1)
     sums = xp.bincount(index, weights=values.reshape(-1), minlength=components * count)
-    return sums.reshape(components, count).astype(values.dtype)
+    return sums.reshape(components, count).astype(values.dtype, copy=False)

@@ -63,7 +63,7 @@ import numpy as np
 from .backend import Backend, get_backend
 from .base_motion import rigid_parts
 from .errors import InvalidInputError
-from .triangles import SurfaceHits, query_surface, surface_topology
+from .triangles import SurfaceGrid, SurfaceHits, query_surface, surface_grid, surface_topology
 from .validation import finite_array, is_real, is_whole, positive_number
 
 # Sphere tracing of mesh obstacles: advances along a path, and how close (in grid cells) a traced
@@ -595,15 +595,18 @@ def segment_points(xp: Any, start: Any, end: Any, fractions: Sequence[float]) ->
     return points, segment
 
 
-def signed_distances(obstacles: Obstacles, motion: ObstacleMotion, points: Any) -> tuple[Any, Any]:
+def signed_distances(
+    obstacles: Obstacles, motion: ObstacleMotion | Placement, points: Any
+) -> tuple[Any, Any]:
     """Signed distance (P, K) of each point (3, P) to each obstacle's surface (m, negative
     inside) and the outward unit normals (3, P, K), world, given obstacle order.
 
     A mesh queried against its triangles (deforming or open) answers within its broad-phase
-    cell of the surface: farther points get ``+inf`` (and the normal +z)."""
+    cell of the surface: farther points get ``+inf`` (and the normal +z). ``motion`` may be
+    placed already (:func:`place`)."""
     xp = obstacles.backend.xp
     _check_points("points", points)
-    placed = _placed(obstacles, motion)
+    placed = place(obstacles, motion)
     local = _to_local(xp, placed, points)
     hits = _surface_hits(obstacles, placed, local, xp.zeros_like(local), None, 0.0)
     distance, normal = _distance_and_normal(obstacles, local, hits)
@@ -612,13 +615,19 @@ def signed_distances(obstacles: Obstacles, motion: ObstacleMotion, points: Any) 
 
 
 def swept_distances(
-    obstacles: Obstacles, motion: ObstacleMotion, start: Any, end: Any, reach: Any, h: float
+    obstacles: Obstacles,
+    motion: ObstacleMotion | Placement,
+    start: Any,
+    end: Any,
+    reach: Any,
+    h: float,
 ) -> Any:
     """Smallest signed distance (P, K) to each obstacle's surface along the straight path of
     each point from ``start`` (3, P) at ``t`` to ``end`` (3, P) at ``t + h`` relative to the
     obstacle moving over the step as :func:`find_contacts` has it (m, negative inside; a path
     through a surface queried against its triangles counts as reaching its sheet), in given
     obstacle order. Surfaces and grids are searched within ``reach`` (P,) of the paths.
+    ``motion`` may be placed already (:func:`place`).
 
     Meshes collided on their distance grids are measured without the margin that
     :func:`find_contacts` keeps (a tenth of a cell): these distances judge how deep a corrected
@@ -628,7 +637,7 @@ def swept_distances(
     xp = obstacles.backend.xp
     _check_points("start", start)
     _check_points("end", end)
-    placed = _placed(obstacles, motion)
+    placed = place(obstacles, motion)
     local = _to_local(xp, placed, start)
     displacement = _local_displacement(xp, placed, start, end - start, h)
     hits = _surface_hits(obstacles, placed, local, displacement, reach, h)
@@ -638,7 +647,7 @@ def swept_distances(
 
 def find_contacts(
     obstacles: Obstacles,
-    motion: ObstacleMotion,
+    motion: ObstacleMotion | Placement,
     start: Any,
     end: Any,
     radius: Any,
@@ -650,8 +659,8 @@ def find_contacts(
     Parameters
     ----------
     obstacles : Obstacles
-    motion : ObstacleMotion
-        Obstacle poses and velocities at ``t``.
+    motion : ObstacleMotion or Placement
+        Obstacle poses and velocities at ``t`` (or their :class:`Placement`).
     start, end : (3, P) float, world, m
         Query points at ``t`` and extrapolated to ``t + h`` (``x + h v``).
     radius : (P,) float, m
@@ -682,13 +691,12 @@ def find_contacts(
     if not (math.isfinite(margin) and margin >= 0.0):
         raise InvalidInputError(f"margin must be a number >= 0, got {margin}")
 
-    placed = _placed(obstacles, motion)
+    placed = place(obstacles, motion)
     local = _to_local(xp, placed, start)
     local_displacement = _local_displacement(xp, placed, start, end - start, h)
 
     reach = radius + margin
     hits = _surface_hits(obstacles, placed, local, local_displacement, reach, h)
-    distance, normal = _distance_and_normal(obstacles, local, hits)
     swept_gap = (
         _swept_distance(obstacles, local, local_displacement, reach[:, None], hits) - reach[:, None]
     )
@@ -697,27 +705,30 @@ def find_contacts(
     first, last = obstacles.kind_bounds["mesh"]
     swept_gap[:, first:last] -= _TRACE_TOLERANCE_CELLS * obstacles.grid_cell
     point, obstacle = xp.nonzero(swept_gap <= 0.0)
+    # The distances and normals at the start of the points in contact only.
+    hits = [surface_hits.at(point) for surface_hits in hits]
+    distance, normal = _distance_and_normal(obstacles, local[:, point], hits)
+    pair = xp.arange(point.shape[0])
+    distance, normal = distance[pair, obstacle], normal[:, pair, obstacle]
 
-    world_normal = xp.einsum(
-        "ijc,jc->ic", placed["rotation"][:, :, obstacle], normal[:, point, obstacle]
-    )
-    surface_point = start[:, point] - distance[point, obstacle] * world_normal
-    velocity = placed["linear_velocity"][:, obstacle] + _cross(
+    world_normal = xp.einsum("ijc,jc->ic", placed.rotation[:, :, obstacle], normal)
+    surface_point = start[:, point] - distance * world_normal
+    velocity = placed.linear_velocity[:, obstacle] + _cross(
         xp,
-        placed["angular_velocity"][:, obstacle],
-        surface_point - placed["position"][:, obstacle],
+        placed.angular_velocity[:, obstacle],
+        surface_point - placed.position[:, obstacle],
     )
     # A deforming surface moves in its frame too.
     first = obstacles.kind_bounds["surface"][0]
     for s, surface_hits in enumerate(hits):
         kind_index = first + s
-        deformation = placed["rotation"][:, :, kind_index] @ surface_hits.velocity[:, point]
+        deformation = placed.rotation[:, :, kind_index] @ surface_hits.velocity
         velocity += xp.where(obstacle == kind_index, deformation, 0.0)
     return Contacts(
         point=point,
         obstacle=obstacles.kind_order[obstacle],
         normal=world_normal,
-        distance=distance[point, obstacle] - radius[point],
+        distance=distance - radius[point],
         obstacle_velocity=velocity,
         restitution=obstacles.restitution[obstacle],
         static_friction=obstacles.static_friction[obstacle],
@@ -728,8 +739,41 @@ def find_contacts(
 # --- placement -----------------------------------------------------------------------------
 
 
-def _placed(obstacles: Obstacles, motion: ObstacleMotion) -> dict:
-    """The motion's arrays in kind order."""
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """The obstacles where an :class:`ObstacleMotion` puts them, in kind order, with the grids
+    of their triangle surfaces (:func:`.triangles.surface_grid`): what every query at that
+    motion needs of it. Queries given a motion place it themselves; a caller querying one
+    motion several times places it once (:func:`place`).
+
+    Attributes
+    ----------
+    motion : ObstacleMotion
+    rotation : (3, 3, K) float
+    position, angular_velocity, linear_velocity : (3, K) float
+    surfaces : tuple of SurfaceGrid
+        One per surface of the obstacles (:attr:`Obstacles.surfaces`).
+    """
+
+    motion: ObstacleMotion
+    rotation: Any
+    position: Any
+    angular_velocity: Any
+    linear_velocity: Any
+    surfaces: tuple[SurfaceGrid, ...]
+
+
+def place(obstacles: Obstacles, motion: ObstacleMotion | Placement) -> Placement:
+    """The :class:`Placement` of ``obstacles`` at ``motion`` (a placement is returned as it
+    is).
+
+    Raises
+    ------
+    InvalidInputError
+        The motion is not one of these obstacles'.
+    """
+    if isinstance(motion, Placement):
+        return motion
     n = obstacles.n_obstacles
     if tuple(motion.position.shape) != (3, n):
         raise InvalidInputError(
@@ -748,24 +792,33 @@ def _placed(obstacles: Obstacles, motion: ObstacleMotion) -> dict:
                 f"obstacle motion moves surfaces of shapes {shapes}, the set's are {rest}: "
                 "build it with ObstacleMotion.from_host from these obstacles"
             )
-    return {
-        "rotation": motion.rotation[:, :, order],
-        "position": motion.position[:, order],
-        "angular_velocity": motion.angular_velocity[:, order],
-        "linear_velocity": motion.linear_velocity[:, order],
-        "surface_vertices": [
-            rest if given is None else given
-            for rest, given in zip(obstacles.surface_vertices, vertices, strict=True)
-        ],
-        "surface_velocities": [
-            obstacles.backend.xp.zeros_like(rest) if given is None else given
-            for rest, given in zip(obstacles.surface_vertices, velocities, strict=True)
-        ],
-    }
+    backend = obstacles.backend
+    surfaces = tuple(
+        surface_grid(
+            backend.xp,
+            backend.to_host,
+            topology,
+            rest if moved is None else moved,
+            backend.xp.zeros_like(rest) if moving is None else moving,
+            obstacles.surface_thickness[s],
+            obstacles.surface_cell[s],
+        )
+        for s, (topology, rest, moved, moving) in enumerate(
+            zip(obstacles.surfaces, obstacles.surface_vertices, vertices, velocities, strict=True)
+        )
+    )
+    return Placement(
+        motion,
+        motion.rotation[:, :, order],
+        motion.position[:, order],
+        motion.angular_velocity[:, order],
+        motion.linear_velocity[:, order],
+        surfaces,
+    )
 
 
 def _surface_hits(
-    obstacles: Obstacles, placed: dict, local: Any, displacement: Any, reach: Any, h: float
+    obstacles: Obstacles, placed: Placement, local: Any, displacement: Any, reach: Any, h: float
 ) -> list[SurfaceHits]:
     """The triangle query (:func:`.triangles.query_surface`) of every surface, for local points
     (3, P, K) moving by local ``displacement`` (3, P, K) relative to the obstacle's frame, with
@@ -776,50 +829,48 @@ def _surface_hits(
         query_surface(
             backend.xp,
             backend.to_host,
-            topology,
-            placed["surface_vertices"][s],
-            placed["surface_velocities"][s],
-            obstacles.surface_thickness[s],
-            obstacles.surface_cell[s],
+            grid,
             local[:, :, first + s],
             displacement[:, :, first + s],
-            backend.xp.full(local.shape[1], obstacles.surface_cell[s]) if reach is None else reach,
+            backend.xp.full(local.shape[1], grid.cell) if reach is None else reach,
             h,
         )
-        for s, topology in enumerate(obstacles.surfaces)
+        for s, grid in enumerate(placed.surfaces)
     ]
 
 
-def _to_local(xp: Any, placed: dict, points: Any) -> Any:
+def _to_local(xp: Any, placed: Placement, points: Any) -> Any:
     """Points (3, P) in every obstacle's frame: (3, P, K).
 
     One matrix product per obstacle: the obstacles are few, and a contraction over (3, P, K)
     arrays whose innermost axis is the obstacle runs element by element.
     """
-    rotation, position = placed["rotation"], placed["position"]
+    rotation, position = placed.rotation, placed.position
     local = xp.empty((3, points.shape[1], rotation.shape[2]), dtype=points.dtype)
     for k in range(rotation.shape[2]):
         local[:, :, k] = rotation[:, :, k].T @ (points - position[:, k : k + 1])
     return local
 
 
-def _local_displacement(xp: Any, placed: dict, points: Any, displacement: Any, h: float) -> Any:
+def _local_displacement(
+    xp: Any, placed: Placement, points: Any, displacement: Any, h: float
+) -> Any:
     """Displacements (3, P) of points (3, P) over a step of ``h`` relative to each obstacle's
     body (its surface moves with the obstacle's velocities at the step's start), in the
     obstacle's frame: (3, P, K)."""
-    rotation, position = placed["rotation"], placed["position"]
+    rotation, position = placed.rotation, placed.position
     local = xp.empty((3, points.shape[1], rotation.shape[2]), dtype=points.dtype)
     for k in range(rotation.shape[2]):
-        surface = placed["linear_velocity"][:, k : k + 1] + _cross(
-            xp, placed["angular_velocity"][:, k : k + 1], points - position[:, k : k + 1]
+        surface = placed.linear_velocity[:, k : k + 1] + _cross(
+            xp, placed.angular_velocity[:, k : k + 1], points - position[:, k : k + 1]
         )
         local[:, :, k] = rotation[:, :, k].T @ (displacement - h * surface)
     return local
 
 
-def _to_world(xp: Any, placed: dict, local_vectors: Any) -> Any:
+def _to_world(xp: Any, placed: Placement, local_vectors: Any) -> Any:
     """Vectors (3, P, K) from each obstacle's frame to world axes."""
-    return xp.einsum("ijk,jpk->ipk", placed["rotation"], local_vectors)
+    return xp.einsum("ijk,jpk->ipk", placed.rotation, local_vectors)
 
 
 def _check_points(name: str, points: Any) -> None:

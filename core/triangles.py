@@ -7,11 +7,14 @@ would need that grid rebuilt at every substep, which costs seconds on the host f
 collar, a hat's brim, a single-sided plane) has no inside for a grid to store. Both are queried
 here against their triangles directly, batched over points on NumPy and CuPy alike:
 
-1. **Broad phase**, a uniform grid of ``cell`` over the mesh's box, rebuilt at every query (it
-   costs a sort of the triangles' cells): each triangle is listed in the cells its box covers,
-   each point looks in the cells that the box of its path (from ``x`` to ``x + d``, grown by
-   its reach and by how far the surface can move within the step) covers. Every (point,
-   triangle) pair so found is a candidate.
+1. **Broad phase**, a uniform grid of ``cell`` over the mesh's box, built once for the mesh
+   where it stands (:func:`surface_grid`, a sort of the triangles' cells; the queries of a
+   step share it): each triangle is listed in the cells its box covers, each point looks in
+   the cells that the box of its path (from ``x`` to ``x + d``, grown by its reach and by how
+   far the surface can move within the step) covers. Every (point, triangle) pair so found is
+   a candidate. A summed-area table of the cells holding triangles passes over the points
+   whose box holds none at the cost of eight lookups: hair hanging clear of a body takes no
+   cells at all.
 2. **Narrow phase** per candidate: the closest point on the triangle at the step's start (its
    Voronoi region and barycentric weights, after Ericson, *Real-Time Collision Detection*,
    5.1.5), the closest point at the path's end, and whether the path crosses the triangle
@@ -31,6 +34,7 @@ Points with no candidate get ``+inf``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +48,9 @@ FACE, VERTEX_A, VERTEX_B, VERTEX_C, EDGE_AB, EDGE_BC, EDGE_CA = range(7)
 
 # Squared lengths below this (m²) count as zero (a point on the surface, a degenerate triangle).
 _TINY = 1e-24
+# The most cells the summed-area table of a grid's occupied cells holds: a finer grid's cells are
+# counted in blocks of several along each axis.
+OCCUPANCY_CELLS = 1 << 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,6 +98,15 @@ class SurfaceHits:
     smallest: Any
     velocity: Any
 
+    def at(self, points: Any) -> SurfaceHits:
+        """The answers for the points ``points`` (indices) only."""
+        return SurfaceHits(
+            self.distance[points],
+            self.normal[:, points],
+            self.smallest[points],
+            self.velocity[:, points],
+        )
+
 
 def surface_topology(
     xp: Any, label: str, triangles: np.ndarray, n_vertices: int
@@ -113,7 +129,68 @@ def surface_topology(
     )
 
 
-def query_surface(
+@dataclass(frozen=True, eq=False)
+class SurfaceGrid:
+    """What a triangle query needs of a surface where it stands: its triangles' corners, boxes,
+    velocities and normals, and the broad phase's grid of them (device arrays, ``F``
+    triangles, the mesh's frame). It depends on the surface alone, so one serves every query
+    of a step (:func:`surface_grid`).
+
+    Attributes
+    ----------
+    topology : SurfaceTopology
+    vertices, velocity : (3, V) float, m and m/s
+    thickness, cell : float, m
+    corners : (3, 3, F) float
+        Each triangle's corners a, b, c.
+    low, high : (3, F) float
+        The triangles' boxes.
+    triangle_velocity : (3, F) float
+        The mean velocity of each triangle's corners.
+    surface_speed : float, m/s
+        The fastest vertex's speed (host).
+    origin, top : (3,) float, host
+        The mesh's box.
+    shape : (3,) int, host
+        The grid's cells along each axis.
+    first_cell : (3, F) int
+        The first cell of each triangle's box.
+    sorted_keys, sorted_triangles : (E,) int
+        Every (cell, triangle) entry of the grid, by cell.
+    coarsening : int
+        How many of the grid's cells along each axis one cell of ``occupied`` spans.
+    occupied : (X + 1, Y + 1, Z + 1) int
+        The summed-area table of the coarse cells that hold a triangle: how many do in the
+        block from the first coarse cell to each one, inclusive (after a layer of zeros along
+        each axis).
+    face_normal : (3, F) float
+    pseudonormals : dict or None
+        A closed mesh's angle-weighted pseudonormals (:func:`_pseudonormals`).
+    """
+
+    topology: SurfaceTopology
+    vertices: Any
+    velocity: Any
+    thickness: float
+    cell: float
+    corners: Any
+    low: Any
+    high: Any
+    triangle_velocity: Any
+    surface_speed: float
+    origin: np.ndarray
+    top: np.ndarray
+    shape: np.ndarray
+    first_cell: Any
+    sorted_keys: Any
+    sorted_triangles: Any
+    coarsening: int
+    occupied: Any
+    face_normal: Any
+    pseudonormals: dict | None
+
+
+def surface_grid(
     xp: Any,
     to_host: Any,
     topology: SurfaceTopology,
@@ -121,45 +198,98 @@ def query_surface(
     velocity: Any,
     thickness: float,
     cell: float,
+) -> SurfaceGrid:
+    """The :class:`SurfaceGrid` of the mesh at ``vertices`` (3, V) moving at ``velocity``
+    (3, V) (its frame), its broad phase's cells of size ``cell``. Two device-to-host
+    transfers: the surface's largest speed with the mesh's box, and the number of the
+    triangles' cell entries."""
+    tri = topology.triangles
+    a, b, c = vertices[:, tri[0]], vertices[:, tri[1]], vertices[:, tri[2]]
+    triangle_velocity = (velocity[:, tri[0]] + velocity[:, tri[1]] + velocity[:, tri[2]]) / 3.0
+    low = xp.minimum(xp.minimum(a, b), c)
+    high = xp.maximum(xp.maximum(a, b), c)
+    speed = xp.sqrt(xp.max(dot(velocity, velocity))) if velocity.shape[1] else xp.zeros(())
+    summary = to_host(xp.concatenate((xp.min(low, axis=1), xp.max(high, axis=1), speed[None])))
+    origin, top = summary[:3], summary[3:6]
+    shape = np.floor((top - origin) / cell).astype(np.int64) + 1
+    origin_d, shape_d = xp.asarray(origin)[:, None], xp.asarray(shape)[:, None]
+    first_cell = _cell(xp, low, origin_d, cell, shape_d)
+    last_cell = _cell(xp, high, origin_d, cell, shape_d)
+    keys, owner = _cell_entries(xp, to_host, first_cell, last_cell, shape)
+    order = xp.argsort(keys)
+    coarsening = max(1, math.ceil((float(np.prod(shape)) / OCCUPANCY_CELLS) ** (1.0 / 3.0)))
+    coarse = -(-shape // coarsening)
+    along = (
+        keys // int(shape[1] * shape[2]),
+        (keys // int(shape[2])) % int(shape[1]),
+        keys % int(shape[2]),
+    )
+    occupied = xp.zeros(tuple(int(n) + 1 for n in coarse), dtype=xp.int64)
+    occupied[tuple(1 + index // coarsening for index in along)] = 1
+    for axis in range(3):
+        occupied = xp.cumsum(occupied, axis=axis)
+    face_normal = _face_normals(xp, a, b, c)
+    pseudonormals = None
+    if topology.closed:
+        pseudonormals = _pseudonormals(xp, topology, vertices, face_normal, a, b, c)
+    return SurfaceGrid(
+        topology=topology,
+        vertices=vertices,
+        velocity=velocity,
+        thickness=float(thickness),
+        cell=float(cell),
+        corners=xp.stack((a, b, c)),
+        low=low,
+        high=high,
+        triangle_velocity=triangle_velocity,
+        surface_speed=float(summary[6]),
+        origin=origin,
+        top=top,
+        shape=shape,
+        first_cell=first_cell,
+        sorted_keys=keys[order],
+        sorted_triangles=owner[order],
+        coarsening=coarsening,
+        occupied=occupied,
+        face_normal=face_normal,
+        pseudonormals=pseudonormals,
+    )
+
+
+def query_surface(
+    xp: Any,
+    to_host: Any,
+    grid: SurfaceGrid,
     x: Any,
     displacement: Any,
     reach: Any,
     h: float,
 ) -> SurfaceHits:
     """Distances, normals, swept distances and surface velocities of points ``x`` (3, P) moving
-    by ``displacement`` (3, P) over a step of ``h`` against the mesh at ``vertices`` (3, V)
-    moving at ``velocity`` (3, V) (all in the mesh's frame). Candidates are the triangles
-    within ``reach`` (P,) (plus the thickness) of each point's path.
+    by ``displacement`` (3, P) over a step of ``h`` against the mesh of ``grid``, moving as it
+    says (all in the mesh's frame). Candidates are the triangles within ``reach`` (P,) (plus
+    the thickness) of each point's path.
 
-    Five device-to-host transfers: the surface's largest speed with the mesh's box, the numbers
-    of the triangles' and the points' cell entries, of candidate pairs, and of pairs kept.
+    Three device-to-host transfers: the numbers of the points' cell entries, of candidate
+    pairs, and of pairs kept.
     """
     n_points = x.shape[1]
-    tri = topology.triangles
-    a, b, c = vertices[:, tri[0]], vertices[:, tri[1]], vertices[:, tri[2]]
-    tri_velocity = (velocity[:, tri[0]] + velocity[:, tri[1]] + velocity[:, tri[2]]) / 3.0
-    low_t = xp.minimum(xp.minimum(a, b), c)
-    high_t = xp.maximum(xp.maximum(a, b), c)
-    speed = xp.sqrt(xp.max(dot(velocity, velocity))) if velocity.shape[1] else xp.zeros(())
-    summary = to_host(xp.concatenate((xp.min(low_t, axis=1), xp.max(high_t, axis=1), speed[None])))
-    origin, top, surface_speed = summary[:3], summary[3:6], float(summary[6])
-    shape = np.floor((top - origin) / cell).astype(np.int64) + 1
-
-    pad = reach + (thickness + h * surface_speed)
+    tri = grid.topology.triangles
+    a, b, c = grid.corners[0], grid.corners[1], grid.corners[2]
+    shape, cell, thickness = grid.shape, grid.cell, grid.thickness
+    pad = reach + (thickness + h * grid.surface_speed)
     end = x + displacement
     low_p = xp.minimum(x, end) - pad
     high_p = xp.maximum(x, end) + pad
-    origin_d, shape_d = xp.asarray(origin)[:, None], xp.asarray(shape)[:, None]
-    first_t = _cell(xp, low_t, origin_d, cell, shape_d)
-    last_t = _cell(xp, high_t, origin_d, cell, shape_d)
-    # Points whose path box misses the mesh's box take no cells.
-    outside = xp.any((high_p < origin_d) | (low_p > xp.asarray(top)[:, None]), axis=0)
+    origin_d, shape_d = xp.asarray(grid.origin)[:, None], xp.asarray(shape)[:, None]
     first_p = _cell(xp, low_p, origin_d, cell, shape_d)
-    last_p = xp.where(outside[None], first_p - 1, _cell(xp, high_p, origin_d, cell, shape_d))
+    last_p = _cell(xp, high_p, origin_d, cell, shape_d)
+    # Points whose path box misses the mesh's box, or whose cells hold no triangle, take none.
+    outside = xp.any((high_p < origin_d) | (low_p > xp.asarray(grid.top)[:, None]), axis=0)
+    outside |= _occupied_cells(grid, first_p, last_p) == 0
+    last_p = xp.where(outside[None], first_p - 1, last_p)
 
-    tri_keys, tri_owner = _cell_entries(xp, to_host, first_t, last_t, shape)
-    order = xp.argsort(tri_keys)
-    sorted_keys, sorted_tri = tri_keys[order], tri_owner[order]
+    sorted_keys, sorted_tri = grid.sorted_keys, grid.sorted_triangles
     point_keys, point_owner = _cell_entries(xp, to_host, first_p, last_p, shape)
     begin = xp.searchsorted(sorted_keys, point_keys, side="left")
     count = xp.searchsorted(sorted_keys, point_keys, side="right") - begin
@@ -167,11 +297,11 @@ def query_surface(
     point = point_owner[entry]
     triangle = sorted_tri[begin[entry] + rank]
     # Keep each pair once, in the first cell both boxes share, and only where the boxes meet.
-    shared = xp.maximum(first_p[:, point], first_t[:, triangle])
+    shared = xp.maximum(first_p[:, point], grid.first_cell[:, triangle])
     kept = (
         ((shared[0] * int(shape[1]) + shared[1]) * int(shape[2]) + shared[2] == point_keys[entry])
-        & xp.all(low_p[:, point] <= high_t[:, triangle], axis=0)
-        & xp.all(low_t[:, triangle] <= high_p[:, point], axis=0)
+        & xp.all(low_p[:, point] <= grid.high[:, triangle], axis=0)
+        & xp.all(grid.low[:, triangle] <= high_p[:, point], axis=0)
     )
     kept = xp.nonzero(kept)[0]
     point, triangle = point[kept], triangle[kept]
@@ -181,7 +311,7 @@ def query_surface(
     closest, weights, region = _closest_on_triangle(xp, p, ta, tb, tc)
     offset = p - closest
     start_distance = xp.sqrt(dot(offset, offset))
-    relative_end = end[:, point] - h * tri_velocity[:, triangle]
+    relative_end = end[:, point] - h * grid.triangle_velocity[:, triangle]
     end_closest, _, _ = _closest_on_triangle(xp, relative_end, ta, tb, tc)
     end_offset = relative_end - end_closest
     swept = xp.minimum(start_distance, xp.sqrt(dot(end_offset, end_offset)))
@@ -205,13 +335,13 @@ def query_surface(
     # that comes within ``pad`` of the surface.
     answered = (near_distance <= pad[near_point]) | (smallest[near_point] <= pad[near_point])
     near_distance = xp.where(answered, near_distance, xp.inf)
-    face_normal = _face_normals(xp, a, b, c)
-    if topology.closed:
-        pseudo = _pseudonormals(xp, topology, vertices, face_normal, a, b, c)
-        feature_normal = _feature_normal(xp, topology, pseudo, near_triangle, region[nearest])
+    if grid.pseudonormals is not None:
+        feature_normal = _feature_normal(
+            xp, grid.topology, grid.pseudonormals, near_triangle, region[nearest]
+        )
         sign = xp.where(dot(near_offset, feature_normal) < 0.0, -1.0, 1.0)
     else:
-        feature_normal = face_normal[:, near_triangle]
+        feature_normal = grid.face_normal[:, near_triangle]
         sign = xp.ones_like(near_distance)
     safe = (near_distance * near_distance > _TINY) & xp.isfinite(near_distance)
     unit = near_offset / xp.where(safe, near_distance, 1.0)
@@ -219,6 +349,7 @@ def query_surface(
     distance[near_point] = xp.where(answered, sign * near_distance, xp.inf)
     corners = tri[:, near_triangle]
     w = weights[:, nearest]
+    velocity = grid.velocity
     surface_velocity[:, near_point] = (
         w[0] * velocity[:, corners[0]]
         + w[1] * velocity[:, corners[1]]
@@ -227,6 +358,20 @@ def query_surface(
     # A point that starts inside a closed mesh is as deep as it is, whatever its path.
     smallest = xp.where(distance < 0.0, distance, smallest)
     return SurfaceHits(distance - thickness, normal, smallest - thickness, surface_velocity)
+
+
+def _occupied_cells(grid: SurfaceGrid, first: Any, last: Any) -> Any:
+    """How many coarse cells holding a triangle meet each box of cells ``first``–``last``
+    (3, n) (inclusive), from the grid's summed-area table."""
+    low = first // grid.coarsening
+    high = last // grid.coarsening + 1
+    total = 0
+    # Inclusion–exclusion over the box's corners: each low side taken flips the sign.
+    for corner in range(8):
+        i, j, k = ((high if corner >> axis & 1 else low)[axis] for axis in range(3))
+        lows = 3 - bin(corner).count("1")
+        total = total + (-1) ** lows * grid.occupied[i, j, k]
+    return total
 
 
 def _cell(xp: Any, positions: Any, origin: Any, cell: float, shape: Any) -> Any:

@@ -21,7 +21,8 @@ from oriented_strands.core import (
     build_obstacles,
 )
 from oriented_strands.core.errors import InvalidInputError
-from oriented_strands.core.obstacles import find_contacts, signed_distances
+from oriented_strands.core.obstacles import find_contacts, place, signed_distances, swept_distances
+from oriented_strands.core.triangles import OCCUPANCY_CELLS
 from strands import STILL, box_mesh, hanging_curtain, polyline, scene_frames
 
 BOX_LOW, BOX_HIGH = np.array([-0.1, -0.05, -0.2]), np.array([0.1, 0.05, 0.0])
@@ -210,6 +211,53 @@ def test_a_point_and_a_sheet_crossing_within_a_step_touch(backend):
     np.testing.assert_allclose(normal, [[0, 0, 1], [0, 0, 1]], atol=1e-12)
     velocity = backend.to_host(found.obstacle_velocity)[:, order].T
     np.testing.assert_allclose(velocity, [[0, 0, 0], [0, 0, 20.0]], atol=1e-12)
+
+
+def test_the_broad_phase_finds_what_a_scan_of_every_triangle_finds(backend):
+    """Points near a slab and far from it, still and sweeping: the triangle query on a fine
+    grid (its occupied cells counted in blocks, points whose cells hold no triangle passed
+    over) answers as the same query on a grid of one cell, where every triangle is every
+    point's candidate; and a placement made once answers as the motion it places."""
+    vertices, triangles = slab(6, 0.1, 0.02)
+    fine = 0.0005
+    assert (0.2 / fine) ** 2 * (0.02 / fine) > OCCUPANCY_CELLS  # counted in blocks
+    obstacles = {
+        cell: build_obstacles(
+            [TriangleMesh(vertices, triangles, cell, deforming=True, name="slab")], backend
+        )
+        for cell in (fine, 1.0)
+    }
+    rng = np.random.default_rng(11)
+    near = rng.uniform([-0.11, -0.11, -0.025], [0.11, 0.11, 0.005], (400, 3))
+    on_top = rng.uniform([-0.1, -0.1, -4e-4], [0.1, 0.1, 4e-4], (200, 3))
+    far = rng.uniform(-0.4, 0.4, (400, 3))
+    start = np.concatenate((near, on_top, far)).T
+    end = start + rng.normal(scale=0.004, size=start.shape)
+    reach = np.full(start.shape[1], 0.003)
+    swept, distances = {}, {}
+    for cell, shapes in obstacles.items():
+        motion = still(shapes)
+        swept[cell] = backend.to_host(
+            swept_distances(
+                shapes,
+                place(shapes, motion),
+                backend.from_host(start),
+                backend.from_host(end),
+                backend.from_host(reach),
+                0.01,
+            )
+        )
+        distances[cell] = backend.to_host(
+            signed_distances(shapes, motion, backend.from_host(start))[0]
+        )
+    reached = np.isfinite(swept[1.0])
+    assert 200 < reached.sum() < 900
+    np.testing.assert_array_equal(np.isfinite(swept[fine]), reached)
+    np.testing.assert_allclose(swept[fine][reached], swept[1.0][reached], rtol=0, atol=1e-15)
+    # Within a fine cell of the surface both grids answer alike; farther, only the coarse one.
+    close = np.isfinite(distances[fine])
+    assert close.sum() > 150
+    np.testing.assert_allclose(distances[fine][close], distances[1.0][close], rtol=0, atol=1e-15)
 
 
 def test_deforming_vertices_are_checked_by_the_obstacle_s_name(backend):
