@@ -597,14 +597,11 @@ class ConstraintSolver:
     def _settle(self, memory: StepMemory, constrained: Any) -> None:
         """Record the trees that took constraint forces in the step, contacts' or rows'
         (``memory.constrained``): their next free step leaves the velocity derivative out of its
-        factorisation, as the constraint pass has it. Between its free steps such a tree takes
-        constraint forces, which change its next free step's velocity change unpredictably:
-        that step's first guess repeats the last change instead of extrapolating the last two
-        (integrators.first_guess)."""
-        model, xp = self.model, self.model.xp
-        memory.dw_previous[...] = xp.where(
-            constrained[model.link_tree], memory.dw, memory.dw_previous
-        )
+        factorisation, as the constraint pass has it. Its first guess extrapolates the last two
+        free steps' velocity changes as any tree's does (integrators.first_guess): these leave
+        the constraint forces out, and follow the bases and the springs as smoothly (on hair
+        lying on the benchmark's shaking head, repeating the last change instead started the
+        Newton iteration 25 times farther off, 0.12 rad/s against 0.005)."""
         memory.constrained[...] = constrained
 
     def _factorize_plain(

@@ -827,6 +827,12 @@ FACTORS = ("S", "UDinv", "DinvWt", "Dinv")
 NARROW_LEVEL = 128
 
 
+def parts_pay(model: Model) -> bool:
+    """Whether a pass over a model of a few of ``model``'s trees costs less than one over the
+    whole: its depth levels are wider than :data:`NARROW_LEVEL`."""
+    return max(stop - start for start, stop in model.level_bounds) > NARROW_LEVEL
+
+
 def factorize_trees(
     model: Model,
     data: Data,
@@ -852,8 +858,7 @@ def factorize_trees(
     if not len(chosen_trees):
         return
     options = {"velocity_step": velocity_step, "control": control, "tension_step": tension_step}
-    widest = max(stop - start for start, stop in model.level_bounds)
-    if 2 * len(chosen_trees) >= model.n_trees or widest <= NARROW_LEVEL:
+    if 2 * len(chosen_trees) >= model.n_trees or not parts_pay(model):
         kept = ~trees[model.link_tree]
         saved = {name: getattr(data, name)[..., kept] for name in FACTORS}
         factorize(model, data, joint_block, link_block, **options)

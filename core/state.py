@@ -102,7 +102,7 @@ class StepMemory:
         The trees that took constraint forces in the last step
         (:meth:`.constraints.ConstraintSolver.resolve`): their next free step is of first order
         and leaves the velocity derivative out of its factorisation, as the constraint pass
-        needs it, and its first guess repeats their last change.
+        needs it.
     restart : (T,) bool
         The trees whose next step is of first order whatever their history: the first half of
         a step redone because it failed, and the step after its halves

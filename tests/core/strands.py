@@ -132,10 +132,10 @@ def hanging_curtain(backend, xs) -> Model:
     return build_model(specs, hair_parameters(), backend=backend)
 
 
-def hair_on_head(backend, n_strands: int, n_links: int) -> tuple[Model, Obstacles]:
+def hair_on_head(backend, n_strands: int, n_links: int, **parameters) -> tuple[Model, Obstacles]:
     """Strands rooted around a head sphere (radius 10 cm) at 50° of elevation, pointing down its
     side, a neck capsule below; the first link of each strand is out of collisions (its root
-    sits on the scalp)."""
+    sits on the scalp). ``parameters`` replace :func:`hair_parameters`' own."""
     head_radius = 0.1
     strands = []
     for k in range(n_strands):
@@ -161,7 +161,9 @@ def hair_on_head(backend, n_strands: int, n_links: int) -> tuple[Model, Obstacle
         )
     weight = np.tile([0.0] + [1.0] * (n_links - 1), n_strands)
     model = build_model(
-        strands, hair_parameters(drag=1e-3, collision_weight=weight), backend=backend
+        strands,
+        hair_parameters(**{"drag": 1e-3, "collision_weight": weight, **parameters}),
+        backend=backend,
     )
     skin = Material(0.0, 0.3, 0.2)
     obstacles = build_obstacles(
