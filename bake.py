@@ -83,7 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--alembic",
-        help="write the bake to this Alembic file (// is the .blend's folder); one --target only",
+        help="write the bake to this Alembic file (// is the folder of the .blend, or of the "
+        "--save-as file); one --target only",
     )
     saving = parser.add_mutually_exclusive_group()
     saving.add_argument("--save", action="store_true", help="save the .blend file in place")
@@ -126,10 +127,10 @@ def run(arguments: argparse.Namespace, wrote: Callable[[str], None]) -> None:
     from . import scene
 
     targets = [TARGETS[t] for t in dict.fromkeys(arguments.target)]
+    # A ``//`` path is relative to the .blend being baked, as in Blender.
+    blend = os.path.abspath(arguments.blend) if arguments.blend else bpy.data.filepath
     save_as = None
     if arguments.save_as:
-        # A ``//`` path is relative to the .blend being baked, as in Blender.
-        blend = os.path.abspath(arguments.blend) if arguments.blend else bpy.data.filepath
         save_as = arguments.save_as
         if save_as.startswith("//"):
             save_as = os.path.join(os.path.dirname(blend), save_as[2:])
@@ -139,6 +140,13 @@ def run(arguments: argparse.Namespace, wrote: Callable[[str], None]) -> None:
         folder = os.path.dirname(save_as)
         if not os.path.isdir(folder):
             raise BakeCommandError(f"--save-as: no folder {folder!r} to save the file in")
+    if arguments.alembic:
+        # Checked before anything is written or baked, so a typo leaves nothing behind. A
+        # ``//`` path is relative to the file the bake is saved into: with --save-as, the new one.
+        saved_into = os.path.dirname(save_as or blend)
+        folder = os.path.dirname(bpy.path.abspath(arguments.alembic, start=saved_into)) or "."
+        if not os.path.isdir(folder):
+            raise BakeCommandError(f"--alembic: no folder {folder!r} to write into")
     if arguments.blend:
         if not os.path.isfile(arguments.blend):
             raise BakeCommandError(f"no .blend file at {arguments.blend!r}")
@@ -148,11 +156,6 @@ def run(arguments: argparse.Namespace, wrote: Callable[[str], None]) -> None:
     if save_as:
         _saving(save_as, lambda: bpy.ops.wm.save_as_mainfile(filepath=save_as))
         wrote(f"blend  {save_as} (the scene before the bake)")
-    if arguments.alembic:
-        # Checked before baking, so a typo costs no simulation and leaves no caches behind.
-        folder = os.path.dirname(bpy.path.abspath(arguments.alembic)) or "."
-        if not os.path.isdir(folder):
-            raise BakeCommandError(f"--alembic: no folder {folder!r} to write into")
     context = bpy.context
     objects = _systems(bpy, scene, arguments.objects)
     if arguments.frames:

@@ -820,7 +820,7 @@ def _modified_iterations(
     ``whole.data``, from ``newton`` and its residual ``r``, up to ``most`` iterations in all;
     updates ``newton`` in place and returns whether every tree converged.
 
-    Once at most a :data:`NARROW_SHARE` of the trees iterate (and a part pays,
+    Once at most one in :data:`NARROW_SHARE` of the trees iterates (and a part pays,
     :func:`.dynamics.parts_pay`), they go on, on a model of their own, their factors and mixing
     history gathered: those few trees' iterations then cost what they do, not a whole-forest
     pass each. A tree's updates depend only on the tree, so it steps as it would in the whole
@@ -828,7 +828,7 @@ def _modified_iterations(
     model = whole.model
     xp, to_host = model.xp, model.backend.to_host
     part = whole
-    w, converged, change = part.take(newton)
+    w, converged, _ = part.take(newton)
     past_w: list[Any] = []
     past_g: list[Any] = []
     while True:

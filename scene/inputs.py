@@ -84,7 +84,8 @@ def read_drawn_curves(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> D
     """The object's splines as world-space polylines at the depsgraph's frame.
 
     Raises :class:`SceneInputError` naming the object and every spline that cannot be a strand:
-    a single point, zero length (all points coincide), or a closed (cyclic) spline.
+    a point that is not a number (a script can set one), a single point, zero length (all
+    points coincide), or a closed (cyclic) spline.
     """
     if ob.type not in STRAND_OBJECT_TYPES:
         raise SceneInputError(
@@ -103,7 +104,9 @@ def read_drawn_curves(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> D
 
     problems = [f"{kind} {i} is closed (cyclic); strands are open" for i in _cyclic_indices(ob)]
     for i, points in enumerate(polylines):
-        if len(points) < 2:
+        if not np.isfinite(points).all():
+            problems.append(f"{kind} {i} has a point whose position is not a number")
+        elif len(points) < 2:
             problems.append(f"{kind} {i} has a single point")
         elif polyline_length(points) <= COINCIDENT_DISTANCE:
             problems.append(f"{kind} {i} has zero length (all its points coincide)")

@@ -138,7 +138,12 @@ def read_for_bake(
     for ob in objects:
         props = getattr(ob, PROPERTY_GROUP)
         requests.append((ob, props.frame_start, props.frame_end))
-    return _prepare_and_build(scene, view_layer, requests)
+    built = _prepare_and_build(scene, view_layer, requests)
+    # The input reads now: a failure recorded when it last did not is past (in background
+    # Blender nothing else would clear it from the status).
+    for ob in objects:
+        _read_failures.pop(ob.session_uid, None)
+    return built
 
 
 def add_strand_systems(

@@ -129,6 +129,21 @@ def test_bad_requests_fail_with_a_clear_message(tree, tmp_path, capsys, argument
     assert not (tmp_path / "strands_cache").exists()
 
 
+def test_an_alembic_path_is_checked_against_the_save_as_file_before_it_is_written(
+    tree, tmp_path, capsys
+):
+    """With --save-as, ``//`` in --alembic is the new file's folder; a missing one fails before
+    the new file is written, leaving nothing behind."""
+    from oriented_strands import bake
+
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    arguments = ["--target", "hair", "--save-as", "//jobs/tree.blend", "--alembic", "//abc/x.abc"]
+    assert bake.main([str(tmp_path / "tree.blend"), *arguments]) == 1
+    assert f"--alembic: no folder {str(jobs / 'abc')!r}" in capsys.readouterr().err
+    assert not list(jobs.iterdir())
+
+
 def test_a_missing_file_fails_with_a_clear_message(extension, tmp_path, capsys):
     from oriented_strands import bake
 

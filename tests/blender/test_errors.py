@@ -199,6 +199,25 @@ def test_a_keyframed_parameter_outside_its_range_is_refused_at_its_frame(factory
     assert "below its least value 0 at frame" in text
 
 
+def test_a_bake_after_a_failed_free_cache_clears_the_failure_from_the_status(factory_scene):
+    """Free Cache refuses a curve a script broke (a point set to NaN), naming the spline; once
+    the script mends it, a bake reads it and the status no longer shows the old refusal
+    (background Blender re-reads nothing by itself)."""
+    ob = poly_curve("hair", [GOOD])
+    assert add_strand_system(ob) == {"FINISHED"}
+    point = ob.data.splines[0].points[1]
+    good = tuple(point.co)
+    point.co = (float("nan"), 0.0, 0.0, 1.0)
+    select_only(ob)
+    with pytest.raises(RuntimeError, match="object 'hair': spline 0 has a point whose position"):
+        bpy.ops.oriented_strands.free_cache()
+    refused, icon = scene_status(ob)
+    assert icon == "ERROR"
+    point.co = good
+    assert bpy.ops.oriented_strands.bake_shape_keys() == {"FINISHED"}
+    assert scene_status(ob)[0] != refused
+
+
 def test_bending_and_twisting_moduli_cannot_be_set_to_zero_in_the_panel():
     properties = bpy.types.Object.bl_rna.properties["oriented_strands"].fixed_type.properties
     for name in ("youngs_modulus", "shear_modulus"):
