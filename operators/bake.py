@@ -143,12 +143,28 @@ class _FreeBake:
         return {"FINISHED"}
 
 
+# The export resolves ``//`` against the .blend's folder itself; Blender 5.0 warns about a ``//``
+# path given to a file path property unless the property says so (4.2 has no such option).
+_BLEND_RELATIVE = (
+    {"PATH_SUPPORTS_BLEND_RELATIVE"}
+    if "is_path_supports_blend_relative" in bpy.types.Property.bl_rna.properties
+    else set()
+)
+
+
 class _ExportAlembic(ExportHelper):
     """Write the selected strand systems' bake to one target as Alembic, a sample per frame"""
 
     bl_options = {"REGISTER"}
     filename_ext = ".abc"
     filter_glob: StringProperty(default="*.abc", options={"HIDDEN"})
+    filepath: StringProperty(
+        name="File Path",
+        description="The Alembic file to write (// is the .blend file's folder)",
+        maxlen=1024,
+        subtype="FILE_PATH",
+        options=_BLEND_RELATIVE,
+    )
     target = ""
 
     @classmethod

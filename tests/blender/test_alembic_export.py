@@ -1,5 +1,7 @@
 """Alembic export of every bake target, read back with an independent reader, sample by sample."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -50,6 +52,21 @@ def test_hair_curves_export_one_sample_per_frame(factory_scene, tree, simulated,
     _check_samples(path, "tree_baked_hair", simulated)
     # The export's Geometry Nodes modifier is gone again.
     assert not bpy.data.objects["tree_baked_hair"].modifiers
+
+
+def test_a_path_relative_to_the_blend_exports_beside_it_without_a_warning(
+    factory_scene, tree, simulated, tmp_path
+):
+    """``//hair.abc`` (as the user guide writes it) goes next to the saved .blend, and Blender
+    5.0 does not warn that the path property takes no ``//``."""
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "shot.blend"))
+    select_only(tree)
+    bpy.ops.oriented_strands.bake_hair()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert bpy.ops.oriented_strands.export_alembic_hair(filepath="//hair.abc") == {"FINISHED"}
+    assert not [str(warning.message) for warning in caught]
+    _check_samples(tmp_path / "hair.abc", "tree_baked_hair", simulated)
 
 
 def test_hair_on_a_surface_exports_where_it_is_under_the_moving_head(factory_scene, tmp_path):
