@@ -19,7 +19,9 @@ One substep with constraints
    The targets: a speculative contact closes at most its gap within the step (no tunnelling, no
    floating), a penetration is pushed out at ``β`` of its depth per step (at most
    ``recovery_speed``), a point arriving faster than ``impact_speed`` leaves with the obstacle's
-   restitution of its arrival speed. The cost does not grow with the contacts per strand.
+   restitution of its arrival speed, or without restitution goes on with a surface that strikes
+   it or closes its gap down to ``margin`` within the step. The cost does not grow with the
+   contacts per strand.
 4. **Rows** (:mod:`.rows`): joint limits near their swing cone or twist range (at ``t`` or the
    free end) give one row each; active point paths and joint rotations give three bilateral rows
    each. A row is a unit load, a force along its direction at its point (spatial force
@@ -149,7 +151,9 @@ class ConstraintSettings:
         move along); capped, it leaves gently.
     impact_speed : m/s
         Points approaching an obstacle faster than this at ``t`` are impacts: they leave with
-        the obstacle's restitution times their arrival speed.
+        the obstacle's restitution times their arrival speed; without restitution they go on
+        with a surface that strikes them (moves at them faster than this), and otherwise close
+        their gap down to ``margin`` within the step (the steps after close the rest).
     slip_speed : m/s
         Below this tangential speed a contact holds by static friction, above it slides with
         dynamic friction.

@@ -282,6 +282,41 @@ def test_an_impact_restarts_second_order_stepping_after_one_first_order_step(bac
     assert orders[impact : impact + 3] == [0, 0, 1]
 
 
+def test_a_point_arriving_from_beyond_the_margin_closes_its_gap_to_the_margin(backend):
+    """Without restitution, a point that the sweep finds arriving from farther than the margin
+    closes its gap to the margin within the step instead of stopping where it was: a pinned
+    rod's tip, 3 mm above a plane (three margins) and falling at 1 m/s (4.2 mm a step), ends
+    the step 1 mm above it, then settles on it under gravity without going in, at rest."""
+    length, radius, speed, gap, h = 0.2, 2e-3, 1.0, 3e-3, 1 / 240
+    model = build_model(
+        [StrandSpec(np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]]))],
+        StrandParameters(mass_per_length=0.05, radius=radius, **FREE),
+        backend=backend,
+    )
+    obstacles = build_obstacles([Plane(Material(0.0, 0.0, 0.0))], backend)
+    settings = ConstraintSettings(fractions=(1.0,))
+    sim = Simulation(
+        model,
+        SolverSettings(substeps=1),
+        obstacles=obstacles,
+        constraint_settings=settings,
+    )
+    rotations, _ = sim.link_frames()
+    falling = rotations[0].T @ np.array([0.0, speed / length, 0.0])
+    sim.state.w[...] = backend.from_host(falling[:, None])
+    assert _tip_velocity(sim)[2] == pytest.approx(-speed)
+    floor = -radius - gap
+    placed = _placed(obstacles, _pose(position=(0.0, 0.0, floor)))
+    gaps = []
+    for _ in range(48):
+        sim.advance(h, STILL, obstacle_motion=placed)
+        gaps.append(sim.points()[-1][2] - radius - floor)
+    assert gaps[0] == pytest.approx(settings.margin, abs=0.05 * settings.margin)
+    assert min(gaps) > -0.01 * radius
+    assert gaps[-1] == pytest.approx(0.0, abs=0.01 * radius)
+    assert _tip_velocity(sim)[2] == pytest.approx(0.0, abs=0.01 * speed)
+
+
 def test_a_rising_plane_lifts_a_resting_tip_at_its_own_speed(backend):
     """The obstacle's velocity enters the response: a plane rising at 0.2 m/s under the tip of a
     pinned rod lifts the tip at 0.2 m/s (normal row's desired velocity relative to the plane),
