@@ -1,17 +1,22 @@
-"""The built-in example, a shot: a bust with a head of hair and a ponytail, and a tree in gusts.
+"""The built-in example, a shot: a marble bust with flowing hair, and a young tree in gusts.
 
 Run with ``make demo`` (or ``python -m oriented_strands.demo --output DIR`` in the Blender venv).
 It builds the scene from code (no binary assets) and works the way an artist does:
 
-- a bust: a head and shoulders on an armature that turns the head, nods and shrugs (the
-  shoulders deform with it and are an obstacle read at every frame, the head a sphere);
-- a bob of guide hair grown on the head (Blender's *Empty Hair* on it), simulated with
-  collisions and strand interaction, and render hair grown around the guides by Blender's own
-  *Interpolate Hair Curves* (*Add Child Hair*), shaded with the Principled Hair BSDF;
-- a ponytail tied at the back of the head, its own strand system;
-- a branched tree beside the bust, shaken by a gusty wind field, baked to bones that carry its
-  leaves;
-- three-point lighting, a ground, a camera.
+- a bust on a plinth: a sculpted head (nose, eyes, brows, lips, chin carved into a ball) on a
+  neck and shoulders lofted through cross-sections, on an armature that turns the head, nods and
+  shrugs. The shoulders deform with it and are a mesh obstacle read at every frame; the hair
+  grows on, and collides with, a ball just outside the head (the scalp);
+- shoulder-length guide hair grown on the scalp (Blender's *Empty Hair* on it), swept back
+  from the forehead, over the crown and down the sides and back, lying on the neck and
+  shoulders as drawn (the drawn curves are its shape at rest); simulated with collisions and
+  strand interaction. Render hair is grown around the guides by Blender's own *Interpolate Hair
+  Curves* (*Add Child Hair*), shaded with the Principled Hair BSDF;
+- a ponytail tied high at the back of the head, its own strand system;
+- a young tree beside the bust, four levels of trunk, boughs, branches and twigs each rooted on
+  its parent's curve (one branched strand), shaken by a gusty wind field and baked to bones that
+  carry its leaves;
+- three-point lighting, a studio backdrop (a floor curving up into a wall), a sky, a camera.
 
 It plays the timeline so the live preview simulates every frame, bakes the hair and ponytail
 to hair curves (from the played frames) and shape keys, the tree to bones, and writes:
@@ -44,14 +49,61 @@ from . import staging
 HEAD_CENTRE = np.array([0.0, 0.0, 1.62])
 HEAD_RADIUS = 0.1
 FPS = 24
+# Where the hair is swept from: just in front of the hairline, a little to the bust's left.
+SWEPT_FROM = np.array([0.015, -0.097, 0.02])
+HAIR_LENGTH = 0.32
+TREE_ROOT = np.array([1.35, 1.65, 0.0])
+
+# The bust's cross-sections, from the cut below the chest to the top of the neck (inside the
+# head): height (m), half-width across x, half-depth along y, the section's centre on y, and its
+# squareness (2: an ellipse; more: a rounded rectangle). A smooth spline runs through them.
+SECTIONS = np.array(
+    [
+        (1.100, 0.172, 0.090, -0.006, 2.6),
+        (1.160, 0.188, 0.100, -0.010, 2.6),
+        (1.230, 0.200, 0.106, -0.008, 2.6),
+        (1.300, 0.210, 0.102, -0.004, 2.7),
+        (1.350, 0.212, 0.094, 0.000, 2.6),
+        (1.385, 0.198, 0.084, 0.004, 2.5),
+        (1.405, 0.170, 0.074, 0.006, 2.4),
+        (1.420, 0.125, 0.066, 0.008, 2.3),
+        (1.432, 0.090, 0.060, 0.010, 2.2),
+        (1.450, 0.070, 0.058, 0.012, 2.0),
+        (1.500, 0.062, 0.055, 0.012, 2.0),
+        (1.570, 0.058, 0.052, 0.010, 2.0),
+    ]
+)
+
+# The face, carved into the front of the head: (x, z) about the head's centre (m), the spread
+# across and up (m), and how far it stands out of the face (m; hollows are negative).
+FEATURES = [
+    ((0.0, -0.048), (0.009, 0.022), 0.020),  # the nose's bridge
+    ((0.0, -0.062), (0.009, 0.008), 0.008),  # its tip
+    ((0.013, -0.064), (0.007, 0.006), 0.005),  # its wings
+    ((-0.013, -0.064), (0.007, 0.006), 0.005),
+    ((0.032, -0.022), (0.016, 0.011), -0.011),  # eye sockets
+    ((-0.032, -0.022), (0.016, 0.011), -0.011),
+    ((0.032, -0.022), (0.009, 0.007), 0.007),  # eyes
+    ((-0.032, -0.022), (0.009, 0.007), 0.007),
+    ((0.030, -0.004), (0.022, 0.007), 0.005),  # brows
+    ((-0.030, -0.004), (0.022, 0.007), 0.005),
+    ((0.046, -0.042), (0.020, 0.020), 0.006),  # cheekbones
+    ((-0.046, -0.042), (0.020, 0.020), 0.006),
+    ((0.0, -0.078), (0.017, 0.006), 0.006),  # lips
+    ((0.0, -0.091), (0.014, 0.007), 0.006),
+    ((0.0, -0.0845), (0.022, 0.0025), -0.003),  # where they meet
+    ((0.0, -0.117), (0.018, 0.013), 0.008),  # chin
+]
 
 
 @dataclass(frozen=True)
 class Size:
-    """How much the demo makes: frames, hair guides, render hairs per guide, render settings."""
+    """How much the demo makes: frames, hair guides and their points, render hairs per guide,
+    ponytail strands, leaves, render settings."""
 
     frames: int
     guides: int
+    guide_points: int
     children_per_guide: float
     ponytail: int
     leaves: int
@@ -60,8 +112,8 @@ class Size:
     video: tuple[int, int]
 
 
-FULL = Size(72, 1000, 20.0, 40, 200, 24, (1280, 720), (480, 270))
-QUICK = Size(12, 60, 4.0, 8, 24, 2, (160, 90), (96, 54))
+FULL = Size(72, 1000, 11, 12.0, 80, 1200, 16, (1280, 720), (480, 270))
+QUICK = Size(24, 60, 11, 4.0, 8, 60, 2, (160, 90), (96, 54))
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -75,9 +127,109 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _smoothstep(edge0: float, edge1: float, x: np.ndarray) -> np.ndarray:
+    t = np.clip((x - edge0) / (edge1 - edge0), 0.0, 1.0)
+    return t * t * (3.0 - 2.0 * t)
+
+
+def _catmull_rom(keys: np.ndarray, per_span: int) -> np.ndarray:
+    """Points (m, d) of the Catmull–Rom spline through ``keys`` (k, d), ``per_span`` per span."""
+    padded = np.vstack((2.0 * keys[0] - keys[1], keys, 2.0 * keys[-1] - keys[-2]))
+    t = np.linspace(0.0, 1.0, per_span, endpoint=False)[:, None]
+    spans = []
+    for p0, p1, p2, p3 in zip(padded, padded[1:], padded[2:], padded[3:], strict=False):
+        spans.append(
+            p1
+            + 0.5 * (p2 - p0) * t
+            + 0.5 * (2.0 * p0 - 5.0 * p1 + 4.0 * p2 - p3) * t**2
+            + 0.5 * (3.0 * (p1 - p2) + p3 - p0) * t**3
+        )
+    return np.vstack((*spans[: len(keys) - 1], keys[-1:]))
+
+
+BUST_SECTIONS = _catmull_rom(SECTIONS, 6)
+
+
+def _outside_bust(points: np.ndarray, margin: float) -> np.ndarray:
+    """``points`` (n, 3), world, m, moved straight out from the bust's axis where they lie
+    within ``margin`` of it."""
+    z = points[:, 2]
+    height, half_width, half_depth, centre, power = (
+        np.interp(z, BUST_SECTIONS[:, 0], column) for column in BUST_SECTIONS.T
+    )
+    x, y = points[:, 0], points[:, 1] - centre
+    size = np.abs(x / (half_width + margin)) ** power + np.abs(y / (half_depth + margin)) ** power
+    inside = (size < 1.0) & (z >= BUST_SECTIONS[0, 0]) & (z <= BUST_SECTIONS[-1, 0])
+    scale = np.where(inside, np.maximum(size, 1e-9) ** (-1.0 / power), 1.0)
+    return np.stack((x * scale, y * scale + centre, z), axis=1)
+
+
+def _torso_mesh(bpy):
+    """The bust's chest, shoulders and neck: the cross-sections lofted, 64 points round, closed
+    by a flat cut below and a cap inside the head."""
+    around = np.linspace(0.0, 2.0 * math.pi, 64, endpoint=False)
+    cos, sin = np.cos(around), np.sin(around)
+    rings = []
+    for height, half_width, half_depth, centre, power in BUST_SECTIONS:
+        x = half_width * np.sign(cos) * np.abs(cos) ** (2.0 / power)
+        y = centre + half_depth * np.sign(sin) * np.abs(sin) ** (2.0 / power)
+        rings.append(np.stack((x, y, np.full_like(x, height)), axis=1))
+    count, n = len(rings), len(around)
+    bottom, top = count * n, count * n + 1
+    vertices = np.vstack(
+        (*rings, (0.0, 0.0, BUST_SECTIONS[0, 0]), (0.0, 0.01, BUST_SECTIONS[-1, 0]))
+    )
+    faces = []
+    for ring in range(count - 1):
+        for k in range(n):
+            a, b = ring * n + k, ring * n + (k + 1) % n
+            faces.append((a, b, b + n, a + n))
+    for k in range(n):
+        faces.append((bottom, (k + 1) % n, k))
+        faces.append((top, (count - 1) * n + k, (count - 1) * n + (k + 1) % n))
+    mesh = bpy.data.meshes.new("Bust")
+    mesh.from_pydata(vertices.tolist(), [], faces)
+    mesh.shade_smooth()
+    return mesh
+
+
+def _head_mesh(bpy):
+    """A sculpted head about its centre: the skull a ball just inside the scalp the hair grows
+    on, the lower face drawn down into a jaw and chin and narrowed, the back of the skull
+    rounded into the neck, and the face (nose, eyes, brows, cheekbones, lips, chin) carved in
+    front (−y)."""
+    mesh = staging.sphere_mesh(bpy, "Head", 1.0, rings=96)
+    unit = np.empty(len(mesh.vertices) * 3)
+    mesh.vertices.foreach_get("co", unit)
+    x, y, z = (0.097 * unit.reshape(-1, 3)).T
+    below, front = _smoothstep(0.01, -0.1, z), _smoothstep(0.03, -0.09, y)
+    z = z - 0.035 * below * front
+    x = x * (1.0 - 0.22 * below)
+    y = np.where(y > 0.0, y * (1.0 - 0.35 * below), y * (1.0 - 0.08 * front))
+    for (x0, z0), (spread_x, spread_z), height in FEATURES:
+        bump = height * np.exp(-(((x - x0) / spread_x) ** 2) - ((z - z0) / spread_z) ** 2)
+        y = y - front * bump
+    mesh.vertices.foreach_set("co", np.stack((x, y, z), axis=1).ravel())
+    mesh.update()
+    return mesh
+
+
+def _hair_material(bpy):
+    """Brown hair whose white reflection off the cuticle is dimmed (the Principled Hair BSDF's
+    Huang model, Reflection 0.4): the rim light behind the head glances off the hair rising over
+    the crown towards the camera, a sheen there rather than a white patch that reads as the
+    stone showing through."""
+    made = staging.hair_material(bpy, melanin=0.42, redness=0.6)
+    shader = next(n for n in made.node_tree.nodes if n.type == "BSDF_HAIR_PRINCIPLED")
+    shader.model = "HUANG"
+    shader.inputs["Reflection"].default_value = 0.4
+    return made
+
+
 def _rig(bpy, frames: int):
-    """An armature: a neck, the head on it, and two shoulders. The head turns left and right
-    and nods, the shoulders shrug once, all keyed every half second after a still second."""
+    """An armature: a neck, the head on it, and two shoulders. The head turns towards the tree
+    (+x) and back past the front, and nods, the shoulders shrug once, all keyed every quarter
+    second after a still half second."""
     armature = bpy.data.armatures.new("Rig")
     rig = staging.link(bpy, bpy.data.objects.new("Rig", armature))
     bpy.context.view_layer.objects.active = rig
@@ -88,24 +240,28 @@ def _rig(bpy, frames: int):
     head.head, head.tail, head.parent = (0.0, 0.0, 1.52), (0.0, 0.0, 1.72), neck
     for side, x in (("L", 1.0), ("R", -1.0)):
         shoulder = armature.edit_bones.new(f"shoulder.{side}")
-        shoulder.head, shoulder.tail = (0.03 * x, 0.0, 1.38), (0.2 * x, 0.0, 1.36)
+        shoulder.head, shoulder.tail = (0.03 * x, 0.0, 1.4), (0.2 * x, 0.0, 1.38)
         shoulder.parent = neck
     bpy.ops.object.mode_set(mode="OBJECT")
     pose = rig.pose.bones
     for bone in pose:
         bone.rotation_mode = "XYZ"
-    for frame in range(1, frames + 1, 12):
+    for frame in range(1, frames + 1, FPS // 4):
         seconds = (frame - 1) / FPS
         moving = min(1.0, max(0.0, seconds - 0.5))
+        # The head bone points up: its x turns it forward (a nod), its y about the neck (a
+        # negative y turns the face towards +x, and the ponytail out to -x, into the camera's
+        # view).
         pose["head"].rotation_euler = (
             0.18 * moving * math.sin(2.0 * math.pi * seconds),
+            -0.6 * moving * math.sin(math.pi * seconds),
             0.0,
-            0.7 * moving * math.sin(math.pi * seconds),
         )
         pose["head"].keyframe_insert("rotation_euler", frame=frame)
-        shrug = 0.22 * math.sin(math.pi * min(1.0, max(0.0, seconds - 1.0)))
-        for side, x in (("L", 1.0), ("R", -1.0)):
-            pose[f"shoulder.{side}"].rotation_euler = (0.0, x * shrug, 0.0)
+        # The shoulder bones point out: their x lifts their tips.
+        shrug = 0.2 * math.sin(math.pi * min(1.0, max(0.0, seconds - 1.0)))
+        for side in ("L", "R"):
+            pose[f"shoulder.{side}"].rotation_euler = (shrug, 0.0, 0.0)
             pose[f"shoulder.{side}"].keyframe_insert("rotation_euler", frame=frame)
     return rig
 
@@ -121,93 +277,189 @@ def _on_bone(ob, rig, bone: str) -> None:
     ob.matrix_parent_inverse = tail.inverted()
 
 
-def _bust(bpy, rig, skin, plinth):
-    """The head, parented to the head bone, and the shoulders, deformed by the shoulder bones,
-    on a stand; both collide with the hair (the head as a sphere, the shoulders as a deforming
-    mesh)."""
-    head_mesh = staging.sphere_mesh(bpy, "Head", HEAD_RADIUS)
-    head = staging.placed(bpy, head_mesh, HEAD_CENTRE, skin, "SPHERE")
-    _on_bone(head, rig, "head")
-    neck_mesh = staging.cylinder_mesh(bpy, "Neck", 0.045, 0.22)
-    _on_bone(staging.placed(bpy, neck_mesh, (0.0, 0.0, 1.45), skin), rig, "neck")
-    body_mesh = staging.sphere_mesh(bpy, "Shoulders", 1.0, (0.24, 0.12, 0.15))
-    body = staging.placed(bpy, body_mesh, (0.0, 0.0, 1.26), skin, "MESH")
+def _bust(bpy, rig, stone, plinth):
+    """The bust on a plinth: the scalp (a ball the hair grows on and collides with, hidden in
+    renders) and the sculpted head on the head bone; the chest, shoulders and neck skinned to
+    the neck, shoulder and head bones, a deforming mesh the hair collides with."""
+    scalp = staging.placed(bpy, staging.sphere_mesh(bpy, "Scalp", HEAD_RADIUS), HEAD_CENTRE, stone)
+    scalp.oriented_strands_obstacle.use_obstacle = True
+    scalp.oriented_strands_obstacle.shape = "SPHERE"
+    scalp.hide_render = True
+    _on_bone(scalp, rig, "head")
+    _on_bone(staging.placed(bpy, _head_mesh(bpy), HEAD_CENTRE, stone), rig, "head")
+    body = staging.placed(bpy, _torso_mesh(bpy), (0.0, 0.0, 0.0), stone, "MESH")
     body.parent = rig
-    coordinates = np.array([v.co for v in body.data.vertices])
-    # The shoulders, not the chest below them, go up with a shrug.
-    upper = np.clip((coordinates[:, 2] + 0.02) / 0.1, 0.0, 1.0)
-    for side, x in (("L", 1.0), ("R", -1.0)):
-        group = body.vertex_groups.new(name=f"shoulder.{side}")
-        reach = upper * np.clip(x * coordinates[:, 0] / 0.12, 0.0, 1.0)
-        for index in np.nonzero(reach)[0]:
-            group.add([int(index)], float(reach[index]), "REPLACE")
-    neck = body.vertex_groups.new(name="neck")
-    share = 1.0 - upper * np.clip(np.abs(coordinates[:, 0]) / 0.12, 0.0, 1.0)
-    for index in np.nonzero(share)[0]:
-        neck.add([int(index)], float(share[index]), "REPLACE")
+    x, _, z = np.array([v.co for v in body.data.vertices]).T
+    # A shrug lifts the shoulders, not the chest below them nor the neck between them; the top
+    # of the neck turns with the head.
+    shoulder = _smoothstep(1.22, 1.36, z) * _smoothstep(0.05, 0.16, np.abs(x))
+    weights = {
+        "shoulder.L": np.where(x > 0.0, shoulder, 0.0),
+        "shoulder.R": np.where(x < 0.0, shoulder, 0.0),
+        "head": _smoothstep(1.47, 1.55, z),
+    }
+    weights["neck"] = np.clip(1.0 - sum(weights.values()), 0.0, 1.0)
+    for name, weight in weights.items():
+        group = body.vertex_groups.new(name=name)
+        for index in np.nonzero(weight > 1e-3)[0]:
+            group.add([int(index)], float(weight[index]), "REPLACE")
     body.modifiers.new("Armature", "ARMATURE").object = rig
-    staging.placed(bpy, staging.cylinder_mesh(bpy, "Stand", 0.07, 1.2), (0.0, 0.0, 0.6), plinth)
-    return head, body
+    # The bust's cut stands on a round socle on a square pedestal.
+    bottom = BUST_SECTIONS[0, 0]
+    socle = staging.cylinder_mesh(bpy, "Socle", 0.13, 0.06, 0.11)
+    staging.placed(bpy, socle, (0.0, 0.0, bottom - 0.03), plinth)
+    pedestal = staging.box_mesh(bpy, "Plinth", (0.42, 0.42, bottom - 0.06))
+    staging.placed(bpy, pedestal, (0.0, 0.0, 0.5 * (bottom - 0.06)), plinth)
+    return scalp, body
 
 
-def _bob(points: int, polar: np.ndarray, azimuth: np.ndarray) -> list[np.ndarray]:
-    """A bob, in the head's space: each guide leaves its root along the scalp down its
-    meridian, lifted 6 mm off the head, then falls straight down, 20 cm in all."""
-    length, lift = 0.2, 0.006
-    guides = []
-    for theta0, phi in zip(polar, azimuth, strict=True):
-        s = np.linspace(0.0, length, points)
-        radius = HEAD_RADIUS + lift * np.minimum(s / 0.02, 1.0)
-        theta = np.minimum(theta0 + s / (HEAD_RADIUS + lift), math.radians(100.0))
-        over = s - (theta - theta0) * (HEAD_RADIUS + lift)
-        guide = np.stack(
-            (
-                radius * np.sin(theta) * math.cos(phi),
-                radius * np.sin(theta) * math.sin(phi),
-                radius * np.cos(theta) - over,
-            ),
-            axis=1,
+def _swept_hair(polar: np.ndarray, azimuth: np.ndarray, points: int, seed: int = 2):
+    """Shoulder-length hair swept back, in the head's space. Each guide follows the scalp from
+    its root, lifted 6 mm off it, away from a point at the front of the hairline and, the lower
+    it gets, more and more down: back over the crown, down the sides behind the face and down
+    the back. Where the head starts to curve in it leaves it and falls, flaring a little, over
+    the neck, shoulders and back, kept 4 mm off the bust. Lengths vary from 9 cm
+    shorter than ``HAIR_LENGTH`` to 5 cm longer, so the ends are layered, not cut straight."""
+    rng = np.random.default_rng(seed)
+    roots = np.stack(
+        (np.sin(polar) * np.cos(azimuth), np.sin(polar) * np.sin(azimuth), np.cos(polar)), axis=1
+    )
+    lengths = HAIR_LENGTH + rng.uniform(-0.09, 0.05, len(roots))
+    flare = rng.uniform(0.02, 0.08, len(roots))
+    step, lift = 0.002, 0.006
+    unit, travelled = roots.copy(), np.zeros(len(roots))
+    falling = unit[:, 2] <= 0.0
+    where = (HEAD_RADIUS * unit).copy()
+    path = [where.copy()]
+    while (travelled < lengths).any():
+        radius = HEAD_RADIUS + lift * np.minimum(travelled / 0.02, 1.0)
+        away = HEAD_RADIUS * unit - SWEPT_FROM
+        away /= np.maximum(np.linalg.norm(away, axis=1, keepdims=True), 1e-9)
+        # Nothing falls over the face: hair at the front goes sideways and back, behind the
+        # ears.
+        away[:, 1] = np.maximum(away[:, 1], 0.0) + 0.6 * np.maximum(-unit[:, 1], 0.0)
+        down = 0.3 + 2.0 * np.maximum(0.0, 0.7 - unit[:, 2])
+        flow = away + down[:, None] * np.array([0.0, 0.0, -1.0])
+        flow -= np.einsum("ij,ij->i", flow, unit)[:, None] * unit
+        flow /= np.linalg.norm(flow, axis=1, keepdims=True)
+        on_head = unit + flow * step / radius[:, None]
+        on_head /= np.linalg.norm(on_head, axis=1, keepdims=True)
+        unit = np.where(falling[:, None], unit, on_head)
+        head_point = radius[:, None] * unit
+        # Falling: straight down, out from the head's axis by the flare, and out of the bust.
+        across = where[:, :2] / np.maximum(
+            np.linalg.norm(where[:, :2], axis=1, keepdims=True), 1e-9
         )
-        guides.append(guide)
+        dropped = where + np.column_stack(
+            (flare[:, None] * step * across, np.full(len(where), -step))
+        )
+        dropped = _outside_bust(dropped + HEAD_CENTRE, 0.004) - HEAD_CENTRE
+        moved = np.where(falling[:, None], dropped, head_point)
+        travelled += np.linalg.norm(moved - where, axis=1)
+        where = moved
+        falling |= unit[:, 2] <= 0.0
+        path.append(where.copy())
+    path = np.stack(path, axis=1)
+    guides = []
+    for guide, length in zip(path, lengths, strict=True):
+        arc = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(guide, axis=0), axis=1))))
+        at = np.linspace(0.0, length, points)
+        guides.append(np.stack([np.interp(at, arc, guide[:, k]) for k in range(3)], axis=1))
     return guides
 
 
-def _hair(bpy, head, size: Size, material):
-    """Guide hair grown on the head the way an artist starts it (Empty Hair on the head)."""
-    guides = _bob(9, *staging.scalp_roots(size.guides))
-    return staging.empty_hair(bpy, head, "Hair", guides, material)
+def _hair(bpy, scalp, size: Size, material):
+    """Guide hair grown on the scalp the way an artist starts it (Empty Hair on it)."""
+    guides = _swept_hair(*staging.scalp_roots(size.guides), size.guide_points)
+    return staging.empty_hair(bpy, scalp, "Hair", guides, material)
 
 
-def _ponytail(bpy, head, strands: int, material):
-    """A ponytail tied at the back of the head: strands from a small disc, down its back."""
+def _ponytail(bpy, scalp, strands: int, material):
+    """A ponytail tied high at the back of the head, on the hair: strands from a small disc
+    that leave it a little upwards, arc out backwards clear of the hair and fall, 34 cm long,
+    fanning out towards their tips."""
     rng = np.random.default_rng(5)
-    tie = HEAD_CENTRE + np.array([0.0, 0.104, 0.02])
+    # The tie, 40° up the back of the head, just outside the hair lying on the scalp.
+    tie = HEAD_CENTRE + 0.108 * np.array([0.0, math.cos(0.7), math.sin(0.7)])
+    across = np.array([[1.0, 0.0, 0.0], [0.0, -0.26, 0.97]])
+    s = np.linspace(0.0, 0.34, 12)
+    # The strands' slope: 15° up at the tie, bending down to 80° below level within 18 cm.
+    slope = np.radians(15.0) - np.radians(95.0) * _smoothstep(0.0, 0.18, s)
+    step = np.diff(s, prepend=0.0)
+    arc = np.stack(
+        (np.zeros_like(s), np.cumsum(step * np.cos(slope)), np.cumsum(step * np.sin(slope))),
+        axis=1,
+    )
     splines = []
     for _ in range(strands):
-        offset = rng.normal(0.0, 0.006, 3) * (1.0, 0.3, 1.0)
-        direction = np.array([rng.normal(0.0, 0.08), 0.45, -1.0])
-        along = np.linspace(0.0, 0.34, 12)[:, None]
-        splines.append(tie + offset + along * direction / np.linalg.norm(direction))
+        offset = rng.normal(0.0, 0.005, 2) @ across
+        fan = np.array([rng.normal(0.0, 0.12), 0.0, 0.0]) * s[:, None]
+        splines.append(tie + offset + arc + fan)
     ponytail = staging.poly_curve(bpy, "Ponytail", splines)
     ponytail.data.materials.append(material)
-    ponytail.parent = head
-    ponytail.matrix_parent_inverse = head.matrix_world.inverted()
+    ponytail.parent = scalp
+    ponytail.matrix_parent_inverse = scalp.matrix_world.inverted()
     return ponytail
 
 
+def _point_along(polyline: np.ndarray, share: float) -> np.ndarray:
+    """The point ``share`` (0 to 1) of the way along ``polyline`` (n, 3), on it."""
+    arc = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(polyline, axis=0), axis=1))))
+    at = share * arc[-1]
+    return np.array([np.interp(at, arc, polyline[:, k]) for k in range(3)])
+
+
+def _limb(rng, root: np.ndarray, heading: np.ndarray, length: float, points: int) -> np.ndarray:
+    """A branch from ``root`` along ``heading``, ``length`` long, curving up towards the light
+    and wandering a little."""
+    heading = heading / np.linalg.norm(heading)
+    t = np.linspace(0.0, 1.0, points)[:, None]
+    bend = np.array([0.0, 0.0, 0.25]) * t**2
+    wander = np.cumsum(rng.normal(0.0, 0.04, (points, 3)), axis=0) * t
+    return root + length * (t * heading + bend + wander)
+
+
+def _tree_curves(seed: int = 4) -> list[np.ndarray]:
+    """A young tree 2.1 m tall, four levels: a leaning trunk, eight boughs spiralling up it,
+    three branches on each and two twigs on every branch, each rooted on its parent's curve."""
+    rng = np.random.default_rng(seed)
+    heights = np.linspace(0.0, 1.0, 9)[:, None]
+    lean = np.array([0.12, 0.05, 0.0]) * heights**2 + np.array([0.03, -0.02, 0.0]) * np.sin(
+        math.pi * heights
+    )
+    trunk = TREE_ROOT + lean + np.array([0.0, 0.0, 2.1]) * heights
+    curves = [trunk]
+    golden = math.pi * (3.0 - math.sqrt(5.0))
+    for k, share in enumerate(np.linspace(0.38, 0.92, 8)):
+        azimuth = 1.0 + k * golden
+        rise = rng.uniform(0.5, 0.9)
+        heading = np.array([math.cos(azimuth), math.sin(azimuth), rise])
+        bough = _limb(rng, _point_along(trunk, share), heading, 0.95 * (1.1 - share), 6)
+        curves.append(bough)
+        for j, along in enumerate((0.35, 0.6, 0.82)):
+            turn = azimuth + (1.0 if j % 2 else -1.0) * rng.uniform(0.5, 0.9)
+            heading = np.array([math.cos(turn), math.sin(turn), rng.uniform(0.3, 0.8)])
+            length = 0.45 * np.linalg.norm(bough[-1] - bough[0]) * (1.1 - 0.4 * along)
+            branch = _limb(rng, _point_along(bough, along), heading, length, 5)
+            curves.append(branch)
+            for i, at in enumerate((0.5, 0.85)):
+                twist = turn + (1.0 if i else -1.0) * rng.uniform(0.4, 0.8)
+                heading = np.array([math.cos(twist), math.sin(twist), rng.uniform(0.2, 0.7)])
+                curves.append(_limb(rng, _point_along(branch, at), heading, 0.5 * length, 4))
+    return curves
+
+
 def _tree(bpy, bark):
-    """A trunk with two branches and a twig, each rooted on its parent's curve."""
-    trunk = np.array([[0.85, 0.4, 0.0], [0.85, 0.4, 0.6], [0.88, 0.4, 1.2], [0.9, 0.4, 1.6]])
-    left = np.array([trunk[1] + 0.6 * (trunk[2] - trunk[1]), [0.65, 0.45, 1.05], [0.5, 0.5, 1.3]])
-    right = np.array([trunk[2], [1.1, 0.35, 1.4], [1.25, 0.3, 1.6]])
-    twig = np.array([right[1], [1.15, 0.5, 1.62]])
-    tree = staging.poly_curve(bpy, "Tree", [trunk, left, right, twig])
+    """The tree: one curve per trunk, bough, branch and twig, every one but the trunk starting
+    on its parent's curve (a branched strand)."""
+    tree = staging.poly_curve(bpy, "Tree", _tree_curves())
     tree.data.materials.append(bark)
     return tree
 
 
-def _gusts(bpy):
-    """A wind field blowing across the tree (and lightly through the hair), with gusts."""
+def _gusts(bpy, frames: int):
+    """A wind field blowing across the tree (and lightly through the hair): a breeze with
+    turbulence, two gusts a second apart."""
     bpy.ops.object.effector_add(
         type="WIND",
         location=(1.6, -0.4, 1.2),
@@ -215,11 +467,116 @@ def _gusts(bpy):
     )
     wind = bpy.context.active_object
     wind.name = "Gusts"
-    wind.field.strength = 4.0
     wind.field.noise = 0.6
     # Blender seeds a new field's noise from the clock: fix it, so every run blows alike.
     wind.field.seed = 7
+    for seconds, strength in ((0.0, 4.0), (0.9, 7.0), (1.5, 2.5), (2.2, 8.0), (2.8, 3.0)):
+        frame = 1 + round(seconds * FPS)
+        if frame <= frames:
+            wind.field.strength = strength
+            wind.field.keyframe_insert("strength", frame=frame)
     return wind
+
+
+def _build(bpy, size: Size):
+    """The bust on its rig, its hair and ponytail, the tree and the wind, as strand systems
+    (``None`` where *Add Strand System* fails), with the render hair grown; and the
+    materials."""
+    scene = bpy.context.scene
+    scene.render.fps = FPS
+    scene.frame_start, scene.frame_end = 1, size.frames
+    materials = {
+        "stone": staging.stone_material(bpy, "Marble", (0.86, 0.83, 0.78), (0.7, 0.67, 0.63)),
+        "hair": _hair_material(bpy),
+        "bark": staging.material(bpy, "Bark", (0.2, 0.14, 0.09), 0.85),
+        "leaf": staging.leaf_material(bpy, "Leaf", ((0.07, 0.2, 0.03), (0.2, 0.36, 0.06))),
+        "ground": staging.material(bpy, "Ground", (0.45, 0.46, 0.48), 0.9),
+        "plinth": staging.material(bpy, "Plinth", (0.09, 0.09, 0.1), 0.45),
+    }
+    rig = _rig(bpy, size.frames)
+    scalp, _body = _bust(bpy, rig, materials["stone"], materials["plinth"])
+    scene.frame_set(1)
+    hair = _hair(bpy, scalp, size, materials["hair"])
+    ponytail = _ponytail(bpy, scalp, size.ponytail, materials["hair"])
+    tree = _tree(bpy, materials["bark"])
+    _gusts(bpy, size.frames)
+    systems = [hair, ponytail, tree]
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(ob in systems)
+    bpy.context.view_layer.objects.active = hair
+    if bpy.ops.oriented_strands.add_strand_system() != {"FINISHED"}:
+        return None, materials
+    from .scene import settings_changed_together
+
+    with settings_changed_together(scene, bpy.context.view_layer):
+        props = hair.oriented_strands
+        props.segment_count = size.guide_points - 1
+        props.collision_radius = 0.0015
+        props.use_interaction = True
+        # Hair drawn lying on the head keeps its drawn curvature (the head carries it: a rest
+        # shape that held it up under gravity would lift it off and throw it over the face),
+        # and resists twisting and sliding past its neighbours, so the strands drawn over the
+        # crown stay there rather than rolling off it sideways.
+        props.rest_shape = "DRAWN"
+        props.youngs_modulus = 0.3
+        props.shear_modulus = 0.3
+        props.interaction_friction = 0.6
+        props.field_weight = 0.15
+        props = ponytail.oriented_strands
+        props.segment_count = 14
+        props.collision_radius = 0.004
+        props.field_weight = 0.15
+        # Locks thick enough to read as a ponytail from the camera, tapering to their tips; the
+        # stiffness falls with the thicker section's weight, so they swing as thin strands do.
+        props.radius = 0.0018
+        props.thickness_tip = 0.3
+        props.youngs_modulus = 0.015
+        # The tie holds it out from the head: the drawn arc is its shape under gravity.
+        props.rest_shape = "HOLD_UNDER_GRAVITY"
+        props = tree.oriented_strands
+        props.segment_count = 6
+        props.radius = 0.03
+        props.thickness_tip = 0.3  # branches go on thinning from where they grow
+        props.youngs_modulus = 1.5  # GPa: green wood
+        props.density = 600.0
+        props.air_drag = 900.0  # mN·s/m², leaves included
+        props.rest_shape = "HOLD_UNDER_GRAVITY"
+        props.use_collisions = False
+    # Render hairs thin to a fine point, so their ends read as tips, not cut.
+    staging.child_hair(bpy, hair, size.children_per_guide, {"Tip Radius": 5e-6})
+    return systems, materials
+
+
+def _leaves(bpy, count: int, material) -> None:
+    """Leaves on the tree's bake: on its boughs away from the trunk, its branches and twigs."""
+    rig = bpy.data.objects["Tree_rig"]
+    axis = TREE_ROOT[:2]
+    crown = [
+        bone
+        for bone in rig.data.bones
+        if np.linalg.norm(np.array(bone.tail_local)[:2] - axis) > 0.25 or bone.tail_local[2] > 2.0
+    ]
+    staging.leaves(bpy, rig, crown, count, material, 0.035)
+
+
+def _stage(bpy, size: Size, ground) -> None:
+    """Camera, three-point lights, a studio backdrop and a sky for the shot."""
+    staging.stage(
+        bpy,
+        camera=(-0.3, -2.0, 1.55),
+        target=(0.35, 0.3, 1.47),
+        lens=40.0,
+        samples=size.samples,
+        resolution=size.still,
+        ground=ground,
+        lights=staging.three_point_lights(tuple(HEAD_CENTRE), 2.4),
+        sky=(0.55, 0.65, 0.8),
+        horizon=(0.85, 0.82, 0.76),
+        backdrop=3.5,
+    )
+    # A warm key and a cool rim model the white stone and light the hair's edge.
+    bpy.data.lights["Key"].color = (1.0, 0.9, 0.78)
+    bpy.data.lights["Rim"].color = (0.8, 0.88, 1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,47 +606,11 @@ def main(argv: list[str] | None = None) -> int:
         scene = bpy.context.scene
         scene.render.fps = FPS
         scene.frame_start, scene.frame_end = 1, size.frames
-        materials = {
-            "skin": staging.material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45),
-            "hair": staging.hair_material(bpy),
-            "bark": staging.material(bpy, "Bark", (0.25, 0.17, 0.1), 0.8),
-            "leaf": staging.material(bpy, "Leaf", (0.12, 0.32, 0.07), 0.6),
-            "ground": staging.material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9),
-            "stand": staging.material(bpy, "Stand", (0.08, 0.08, 0.09), 0.4),
-        }
-        rig = _rig(bpy, size.frames)
-        head, _body = _bust(bpy, rig, materials["skin"], materials["stand"])
-        scene.frame_set(1)
-        hair = _hair(bpy, head, size, materials["hair"])
-        ponytail = _ponytail(bpy, head, size.ponytail, materials["hair"])
-        tree = _tree(bpy, materials["bark"])
-        _gusts(bpy)
-        systems = [hair, ponytail, tree]
-        for ob in bpy.context.view_layer.objects:
-            ob.select_set(ob in systems)
-        bpy.context.view_layer.objects.active = hair
-        if bpy.ops.oriented_strands.add_strand_system() != {"FINISHED"}:
+        systems, materials = _build(bpy, size)
+        if systems is None:
             print("demo: Add Strand System failed", file=sys.stderr)
             return 1
-        with oriented_strands.scene.settings_changed_together(scene, bpy.context.view_layer):
-            props = hair.oriented_strands
-            props.segment_count = 8
-            props.collision_radius = 0.0015
-            props.use_interaction = True
-            props.field_weight = 0.15
-            props = ponytail.oriented_strands
-            props.segment_count = 14
-            props.collision_radius = 0.004
-            props.field_weight = 0.15
-            props = tree.oriented_strands
-            props.segment_count = 6
-            props.radius = 0.012
-            props.thickness_tip = 0.5  # branches go on thinning from where they grow
-            props.youngs_modulus = 1.5  # GPa: green wood
-            props.density = 600.0
-            props.air_drag = 600.0  # mN·s/m², leaves included
-            props.use_collisions = False
-        staging.child_hair(bpy, hair, size.children_per_guide)
+        hair, ponytail, tree = systems
         lap("scene built")
 
         simulated = {ob.name: [] for ob in systems}
@@ -318,10 +639,7 @@ def main(argv: list[str] | None = None) -> int:
         baked += oriented_strands.scene.bake_systems(
             scene, bpy.context.view_layer, [tree], ["BONES", "HAIR"]
         )
-        tree_rig = bpy.data.objects["Tree_rig"]
-        # Along the tree's upper branches.
-        upper = [b for b in tree_rig.data.bones if max(b.head_local[2], b.tail_local[2]) > 1.0]
-        staging.leaves(bpy, tree_rig, upper, size.leaves, materials["leaf"])
+        _leaves(bpy, size.leaves, materials["leaf"])
         alembic = {target: output / f"{target.lower()}.abc" for target in ("HAIR", "SHAPE_KEYS")}
         for target, path in alembic.items():
             oriented_strands.scene.export_alembic(
@@ -334,20 +652,7 @@ def main(argv: list[str] | None = None) -> int:
                 ob.hide_set(True)
         lap("baked and exported")
 
-        staging.stage(
-            bpy,
-            camera=(0.48, -2.9, 1.27),
-            target=(0.48, 0.0, 1.2194),
-            lens=50.0,
-            samples=size.samples,
-            resolution=size.still,
-            ground=materials["ground"],
-            lights=[
-                ("Key", 220.0, (-1.2, -1.4, 2.5), (50.0, 0.0, -40.0)),
-                ("Fill", 60.0, (1.8, -1.6, 1.6), (70.0, 0.0, 50.0)),
-                ("Rim", 160.0, (0.3, 1.6, 2.4), (-55.0, 0.0, 10.0)),
-            ],
-        )
+        _stage(bpy, size, materials["ground"])
         bpy.ops.wm.save_mainfile()
         rendered = []
         for frame in (1, size.frames // 2, size.frames):

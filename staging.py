@@ -78,6 +78,65 @@ def hair_material(bpy: Any, name: str = "Hair", melanin: float = 0.65, redness: 
     return made
 
 
+def stone_material(
+    bpy: Any,
+    name: str,
+    color: tuple[float, float, float],
+    clouds: tuple[float, float, float],
+    roughness: float = 0.35,
+):
+    """Polished stone for a sculpture: ``color`` clouded with ``clouds`` by a noise in the
+    object's space (so the clouds move with it), and light scattered a few millimetres under the
+    surface, as marble does."""
+    made = material(bpy, name, color, roughness)
+    nodes, links = made.node_tree.nodes, made.node_tree.links
+    shader = nodes["Principled BSDF"]
+    shader.inputs["Subsurface Weight"].default_value = 0.25
+    shader.inputs["Subsurface Scale"].default_value = 0.004
+    links.new(_noise_ramp(nodes, links, 7.0, color, clouds), shader.inputs["Base Color"])
+    return made
+
+
+def leaf_material(
+    bpy: Any, name: str, colors: tuple[tuple[float, float, float], tuple[float, float, float]]
+):
+    """Leaves between two greens (``colors``), in patches across the tree (a noise over the
+    leaves' rest places, so a leaf keeps its colour as it sways), that let some light through:
+    a light behind them shines in them."""
+    made = material(bpy, name, colors[0], 0.55)
+    nodes, links = made.node_tree.nodes, made.node_tree.links
+    shader = nodes["Principled BSDF"]
+    tint = _noise_ramp(nodes, links, 6.0, *colors, space="Generated")
+    links.new(tint, shader.inputs["Base Color"])
+    through = nodes.new("ShaderNodeBsdfTranslucent")
+    links.new(tint, through.inputs["Color"])
+    mix = nodes.new("ShaderNodeMixShader")
+    mix.inputs[0].default_value = 0.3
+    links.new(shader.outputs[0], mix.inputs[1])
+    links.new(through.outputs[0], mix.inputs[2])
+    links.new(mix.outputs[0], nodes["Material Output"].inputs["Surface"])
+    return made
+
+
+def _noise_ramp(nodes, links, scale: float, low, high, space: str = "Object"):
+    """The colour output of a ramp from ``low`` to ``high`` driven by a noise texture of
+    ``scale`` in the texture space ``space``."""
+    coordinates = nodes.new("ShaderNodeTexCoord")
+    noise = nodes.new("ShaderNodeTexNoise")
+    noise.inputs["Scale"].default_value = scale
+    noise.inputs["Detail"].default_value = 6.0
+    links.new(coordinates.outputs[space], noise.inputs["Vector"])
+    ramp = nodes.new("ShaderNodeValToRGB")
+    for element, position, color in zip(
+        ramp.color_ramp.elements, (0.35, 0.65), (low, high), strict=True
+    ):
+        element.position = position
+        element.color = (*color, 1.0)
+    # The factor sockets are "Fac" before Blender 5 and "Factor" from it: the first either way.
+    links.new(noise.outputs[0], ramp.inputs[0])
+    return ramp.outputs["Color"]
+
+
 def poly_curve(bpy: Any, name: str, splines: list[np.ndarray]) -> Any:
     """A Curve object of poly splines through ``splines`` ((n, 3) points each), linked."""
     curve = bpy.data.curves.new(name, "CURVE")
@@ -126,6 +185,19 @@ def cylinder_mesh(bpy: Any, name: str, radius: float, depth: float, top: float |
     return mesh
 
 
+def box_mesh(bpy: Any, name: str, size: tuple[float, float, float]):
+    """A box mesh of ``size`` (m along x, y, z), centred."""
+    import bmesh
+
+    mesh = bpy.data.meshes.new(name)
+    shape = bmesh.new()
+    bmesh.ops.create_cube(shape, size=1.0)
+    bmesh.ops.scale(shape, vec=size, verts=shape.verts)
+    shape.to_mesh(mesh)
+    shape.free()
+    return mesh
+
+
 def has_agx(scene: Any) -> bool:
     items = scene.view_settings.bl_rna.properties["view_transform"].enum_items
     return "AgX" in {item.identifier for item in items}
@@ -169,19 +241,26 @@ def stage(
     ground: Any,
     lights: list[tuple[str, float, tuple, tuple]],
     sky: tuple[float, float, float] = (0.5, 0.55, 0.62),
+    horizon: tuple[float, float, float] | None = None,
+    backdrop: float | None = None,
 ) -> None:
     """A ground, area ``lights`` (``(name, watts, location, rotation in degrees)``, e.g.
-    :func:`three_point_lights`), a camera at ``camera`` looking at ``target``, a plain sky,
-    Cycles on the CPU with ``samples`` and denoising, AgX (Filmic before 4.0)."""
+    :func:`three_point_lights`), a camera at ``camera`` looking at ``target``, a sky of ``sky``
+    (fading to it from ``horizon`` up when given), Cycles on the CPU with ``samples`` and
+    denoising, AgX (Filmic before 4.0). With ``backdrop`` (m) the ground curves up into a wall
+    that far behind ``target``, as a studio's cyclorama: a background without a horizon."""
     import bmesh
     from mathutils import Vector
 
     scene = bpy.context.scene
-    mesh = bpy.data.meshes.new("Ground")
-    shape = bmesh.new()
-    bmesh.ops.create_grid(shape, x_segments=1, y_segments=1, size=40.0)
-    shape.to_mesh(mesh)
-    shape.free()
+    if backdrop is None:
+        mesh = bpy.data.meshes.new("Ground")
+        shape = bmesh.new()
+        bmesh.ops.create_grid(shape, x_segments=1, y_segments=1, size=40.0)
+        shape.to_mesh(mesh)
+        shape.free()
+    else:
+        mesh = cyclorama_mesh(bpy, "Ground", target[1] + backdrop)
     floor = link(bpy, bpy.data.objects.new("Ground", mesh))
     floor.data.materials.append(ground)
 
@@ -198,8 +277,11 @@ def stage(
         light.location = location
         light.rotation_euler = tuple(math.radians(angle) for angle in rotation)
     world = with_nodes(bpy.data.worlds.new("Sky"))
-    world.node_tree.nodes["Background"].inputs["Color"].default_value = (*sky, 1.0)
-    world.node_tree.nodes["Background"].inputs["Strength"].default_value = 0.4
+    background = world.node_tree.nodes["Background"]
+    background.inputs["Color"].default_value = (*sky, 1.0)
+    background.inputs["Strength"].default_value = 0.4
+    if horizon is not None:
+        _sky_gradient(world, horizon, sky)
     world.color = sky
     scene.world = world
 
@@ -210,6 +292,41 @@ def stage(
     scene.render.resolution_x, scene.render.resolution_y = resolution
     scene.render.resolution_percentage = 100
     scene.view_settings.view_transform = "AgX" if has_agx(scene) else "Filmic"
+
+
+def cyclorama_mesh(bpy: Any, name: str, wall: float, width: float = 24.0, bend: float = 2.0):
+    """A studio backdrop: a floor (z = 0) up to ``bend`` (m) before y = ``wall``, a quarter
+    circle of radius ``bend`` up into a wall at y = ``wall``, 8 m high, ``width`` across x."""
+    profile = [(-12.0, 0.0)] + [
+        (wall - bend + bend * math.sin(angle), bend - bend * math.cos(angle))
+        for angle in np.linspace(0.0, 0.5 * math.pi, 17)
+    ]
+    profile.append((wall, 8.0))
+    vertices = [(x, y, z) for x in (-0.5 * width, 0.5 * width) for y, z in profile]
+    rows = len(profile)
+    faces = [(k, k + 1, rows + k + 1, rows + k) for k in range(rows - 1)]
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata(vertices, [], faces)
+    mesh.shade_smooth()
+    return mesh
+
+
+def _sky_gradient(world: Any, horizon: tuple, zenith: tuple) -> None:
+    """The world's colour by the height of the view direction: ``horizon`` at and below it,
+    ``zenith`` straight up."""
+    nodes, links = world.node_tree.nodes, world.node_tree.links
+    direction = nodes.new("ShaderNodeTexCoord")
+    height = nodes.new("ShaderNodeSeparateXYZ")
+    links.new(direction.outputs["Generated"], height.inputs[0])
+    ramp = nodes.new("ShaderNodeValToRGB")
+    # A world's generated coordinates are the view direction: its z is 0 at the horizon.
+    for element, position, color in zip(
+        ramp.color_ramp.elements, (0.0, 1.0), (horizon, zenith), strict=True
+    ):
+        element.position = position
+        element.color = (*color, 1.0)
+    links.new(height.outputs["Z"], ramp.inputs[0])
+    links.new(ramp.outputs["Color"], nodes["Background"].inputs["Color"])
 
 
 def render_still(bpy: Any, path: Path, frame: int) -> Path:
@@ -459,26 +576,44 @@ def leaves(
     size: float = 0.045,
     seed: int = 3,
 ) -> Any:
-    """``count`` leaves, diamonds of ``size`` (m, half their length) turned at random along the
-    ``bones`` (of ``rig``, a *Bones* bake), each skinned to the bone it grows from."""
+    """``count`` leaves of ``size`` (m, half their length) turned at random along the ``bones``
+    (of ``rig``, a *Bones* bake), each skinned to the bone it grows from. A leaf is ovate and
+    pointed, a little wider below its middle, folded along its midrib and curled down towards
+    its tip, held a little off the twig as by a stalk; sizes vary by a quarter."""
     rng = np.random.default_rng(seed)
+    along = np.linspace(0.0, 1.0, 6)
+    # Half-width along the blade (of its half-length): round at the stalk, widest at 40 %,
+    # drawn to a point.
+    half_width = 0.55 * np.sin(np.pi * along**0.8)
     vertices, faces, weights = [], [], []
     for k in range(count):
         bone = bones[k % len(bones)]
         start, end = np.array(bone.head_local), np.array(bone.tail_local)
-        centre = start + rng.uniform(0.3, 1.0) * (end - start) + rng.normal(0.0, 0.025, 3)
-        normal = rng.normal(0.0, 1.0, 3)
-        normal /= np.linalg.norm(normal)
-        across = np.cross(normal, (0.0, 0.0, 1.0))
-        across /= max(np.linalg.norm(across), 1e-9)
-        along = np.cross(normal, across)
-        faces.append(tuple(range(len(vertices), len(vertices) + 4)))
-        for u, v in ((0.0, -1.0), (0.45, 0.0), (0.0, 1.0), (-0.45, 0.0)):
-            vertices.append(centre + size * (u * across + v * along))
-            weights.append({bone.name: 1.0})
+        stalk = start + rng.uniform(0.2, 1.0) * (end - start) + rng.normal(0.0, 0.012, 3)
+        # Leaves point away from their twig, mostly sideways and up, some drooping.
+        out = rng.normal(0.0, 1.0, 3) + (0.0, 0.0, 0.6)
+        twig = (end - start) / max(np.linalg.norm(end - start), 1e-9)
+        out -= 0.6 * np.dot(out, twig) * twig
+        out /= np.linalg.norm(out)
+        side = np.cross(out, rng.normal(0.0, 1.0, 3))
+        side /= max(np.linalg.norm(side), 1e-9)
+        up = np.cross(side, out)
+        length = 2.0 * size * rng.uniform(0.75, 1.25)
+        base = stalk + 0.12 * length * out
+        fold, curl = rng.uniform(0.1, 0.25), rng.uniform(0.05, 0.25)
+        first = len(vertices)
+        for t, w in zip(along, half_width, strict=True):
+            midrib = base + t * length * out - curl * length * t**2 * up
+            for across in (-w, 0.0, w):
+                vertices.append(midrib + across * length * (side + fold * np.sign(across) * up))
+        for row in range(len(along) - 1):
+            a = first + 3 * row
+            faces += [(a, a + 3, a + 4, a + 1), (a + 1, a + 4, a + 5, a + 2)]
+        weights += [{bone.name: 1.0}] * (3 * len(along))
     mesh = bpy.data.meshes.new("Leaves")
     mesh.from_pydata(np.array(vertices).tolist(), [], faces)
     mesh.materials.append(material)
+    mesh.shade_smooth()
     return skinned(bpy, mesh, weights, rig)
 
 
