@@ -112,7 +112,7 @@ class Size:
     video: tuple[int, int]
 
 
-FULL = Size(72, 1000, 11, 12.0, 80, 1200, 16, (1280, 720), (480, 270))
+FULL = Size(72, 1000, 11, 12.0, 160, 1200, 16, (1280, 720), (480, 270))
 QUICK = Size(24, 60, 11, 4.0, 8, 60, 2, (160, 90), (96, 54))
 
 
@@ -377,7 +377,7 @@ def _hair(bpy, scalp, size: Size, material):
 def _ponytail(bpy, scalp, strands: int, material):
     """A ponytail tied high at the back of the head, on the hair: strands from a small disc
     that leave it a little upwards, arc out backwards clear of the hair and fall, 34 cm long,
-    fanning out towards their tips."""
+    fanning out a little towards their tips."""
     rng = np.random.default_rng(5)
     # The tie, 40° up the back of the head, just outside the hair lying on the scalp.
     tie = HEAD_CENTRE + 0.108 * np.array([0.0, math.cos(0.7), math.sin(0.7)])
@@ -393,7 +393,7 @@ def _ponytail(bpy, scalp, strands: int, material):
     splines = []
     for _ in range(strands):
         offset = rng.normal(0.0, 0.005, 2) @ across
-        fan = np.array([rng.normal(0.0, 0.12), 0.0, 0.0]) * s[:, None]
+        fan = np.array([rng.normal(0.0, 0.03), 0.0, 0.0]) * s[:, None]
         splines.append(tie + offset + arc + fan)
     ponytail = staging.poly_curve(bpy, "Ponytail", splines)
     ponytail.data.materials.append(material)
