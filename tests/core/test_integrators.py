@@ -34,6 +34,7 @@ from strands import (
     polyline,
     random_tree,
     scene_frames,
+    skip_where_rounding_depends_on_batch,
     soft_hair,
     step_afresh,
     swaying_base,
@@ -559,6 +560,8 @@ def test_trees_refactorised_on_a_model_of_their_own_step_as_in_the_whole(backend
     iterations, factorised again at every iterate, on the whole model while half its trees
     iterate and on a model of just those trees once fewer do: each tree's step is the one it
     takes alone."""
+    # The soft strands whip: rounding grows to 4e-6 rad/s within three frames on CuPy.
+    skip_where_rounding_depends_on_batch(backend)
     soft = [
         StrandSpec(polyline(16, 0.25, direction, start=(0.0, y, 0.0)))
         for direction, y in (((1.0, 0.0, 0.0), 0.0), ((0.0, 1.0, -0.3), 1.0))
