@@ -192,6 +192,8 @@ class OBJECT_PT_oriented_strands_art_direction(_StrandSubPanel, bpy.types.Panel)
         column.prop(props, "pose_strength")
         _profile(column, props, "pose_tip", "pose_shape")
         column.prop(props, "pose_damping_time")
+        layout.separator()
+        layout.prop(props, "pin_object")
 
 
 class OBJECT_PT_oriented_strands_solver(_StrandSubPanel, bpy.types.Panel):

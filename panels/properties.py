@@ -59,6 +59,14 @@ def _is_pose_candidate(props: StrandSystemProperties, ob: bpy.types.Object) -> b
     return ob.type in scene.STRAND_OBJECT_TYPES and ob != props.id_data
 
 
+def _pin_object_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
+    scene.input_changed(props.id_data, "the pin object changed")
+
+
+def _is_pin_candidate(props: StrandSystemProperties, ob: bpy.types.Object) -> bool:
+    return ob != props.id_data
+
+
 def _enabled_changed(props: StrandSystemProperties, _context: bpy.types.Context) -> None:
     scene.enabled_changed(props.id_data)
 
@@ -677,6 +685,17 @@ class StrandSystemProperties(bpy.types.PropertyGroup):
         min=0.05,
         soft_max=8.0,
         update=_parameters_changed,
+    )
+    pin_object: PointerProperty(
+        name="Pin Object",
+        description=(
+            "Object the tip of every strand follows as if parented to it, keeping the offset it "
+            "has from the object at the start frame (empty: the tips are free)"
+        ),
+        type=bpy.types.Object,
+        poll=_is_pin_candidate,
+        options=STATIC,
+        update=_pin_object_changed,
     )
 
     # --- solver ------------------------------------------------------------------------------

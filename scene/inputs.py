@@ -146,6 +146,30 @@ def reference_matrix(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> np
     return rigid_part(matrix[None])
 
 
+def pin_matrix(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> np.ndarray | None:
+    """Rigid world transform (1, 4, 4) of the strand system's Pin Object as evaluated (its
+    animation, parents, constraints); None if it has none.
+
+    Raises :class:`SceneInputError` naming both objects when the Pin Object is the strand system
+    itself or is not in the depsgraph's view layer (deleted from the scene, which the pointer
+    alone keeps alive, or in an excluded collection): Blender would give its last transform.
+    """
+    pin = ob.oriented_strands.pin_object
+    if pin is None:
+        return None
+    if pin == ob:
+        raise SceneInputError(
+            f"object {ob.name!r}: its Pin Object is the strand system itself; pick another "
+            "object for the tips to follow, or clear Pin Object"
+        )
+    if depsgraph.view_layer.objects.get(pin.name) != pin:
+        raise SceneInputError(
+            f"object {ob.name!r}: its Pin Object {pin.name!r} is not in the scene (deleted, or "
+            "in a collection excluded from the view layer); put it back or clear Pin Object"
+        )
+    return object_base_matrix(pin, depsgraph)
+
+
 def hair_surface(ob: bpy.types.Object) -> bpy.types.Object | None:
     """The mesh a Curves object's hair grows on, or None for free-standing curves."""
     if ob.type != "CURVES" or ob.data.surface is None:

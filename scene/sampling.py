@@ -1,11 +1,11 @@
 """Sampling a strand system's input from the scene, frame by frame, for the live-preview cache.
 
 What the cache (``strands_io.cache``) needs at *several* frames, the rest shape (the curves at
-the start frame) and the bases', obstacles', force fields' and pose curves' state at every frame
-of the simulation range, is read here. Reading another frame means ``scene.frame_set``, which
-must not run inside a frame handler, so this runs up front, outside handlers
-(:func:`prepare_inputs`: by the operators, after a file is loaded, and in the UI by a timer when
-the handler notices the input changed), and the frame handler stands aside meanwhile
+the start frame) and the bases', obstacles', force fields', pose curves' and pin object's state
+at every frame of the simulation range, is read here. Reading another frame means
+``scene.frame_set``, which must not run inside a frame handler, so this runs up front, outside
+handlers (:func:`prepare_inputs`: by the operators, after a file is loaded, and in the UI by a
+timer when the handler notices the input changed), and the frame handler stands aside meanwhile
 (:func:`sampling`).
 """
 
@@ -28,6 +28,7 @@ from .inputs import (
     hair_surface,
     input_fingerprint,
     object_base_matrix,
+    pin_matrix,
     read_drawn_curves,
     reference_matrix,
     surface_base_matrices,
@@ -88,6 +89,9 @@ class _Sampler:
         reference = reference_matrix(self.ob, depsgraph)
         if reference is not None:
             samples.reference_matrices.append(reference)
+        pin = pin_matrix(self.ob, depsgraph)
+        if pin is not None:
+            samples.pin_matrices.append(pin)
         collection = self.ob.oriented_strands.field_collection
         samples.fields.append(read_scene_fields(self.scene, collection, depsgraph))
         samples.obstacle_matrices.append(obstacle_matrices(self.obstacle_objects, depsgraph))

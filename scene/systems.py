@@ -22,7 +22,7 @@ from ..strands_io.errors import SceneInputError
 from . import children
 from .bake_outputs import HAIR, apply_hair_caches, baked_objects, is_baked
 from .fields import read_scene_fields
-from .inputs import STRAND_OBJECT_TYPES, input_fingerprint, reference_matrix
+from .inputs import STRAND_OBJECT_TYPES, input_fingerprint, pin_matrix, reference_matrix
 from .obstacles import obstacle_fingerprint, obstacle_matrices
 from .preview import (
     bind,
@@ -458,6 +458,8 @@ def _stale_reason(
             return "the animation of an obstacle changed"
         if prepared.pose_changed(frame, read_pose_curves(ob, depsgraph)):
             return "the pose object or its animation changed"
+        if prepared.pin_changed(frame, pin_matrix(ob, depsgraph)):
+            return "the pin object or its animation changed"
         fields = read_scene_fields(scene, props.field_collection, depsgraph)
         if fields != prepared.fields[frame - prepared.frame_start]:
             return "a force field changed"

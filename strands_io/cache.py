@@ -4,13 +4,13 @@ Two things are cached per strand system, with different rules:
 
 - :class:`PreparedInput`, what was read from Blender at *several* frames: the rest shape (the
   curves at the start frame) and the bases' world transforms at every frame of the simulation
-  range, with the obstacles, force fields and pose curves of those frames. Reading another frame
-  means ``scene.frame_set``, which must not run inside a frame handler, so ``scene.sampling``
-  samples it up front, outside handlers, frame by frame into :class:`InputSamples`. The whole
-  range is sampled so that the bases' C² motion between two frames is the same whatever order
-  frames are visited in: live playback, scrubbing and a bake agree. Its methods
-  (:meth:`~PreparedInput.bases_changed`, ...) tell whether what the scene shows at a frame still
-  matches what was sampled there.
+  range, with the obstacles, force fields, pose curves and pin object of those frames. Reading
+  another frame means ``scene.frame_set``, which must not run inside a frame handler, so
+  ``scene.sampling`` samples it up front, outside handlers, frame by frame into
+  :class:`InputSamples`. The whole range is sampled so that the bases' C² motion between two
+  frames is the same whatever order frames are visited in: live playback, scrubbing and a bake
+  agree. Its methods (:meth:`~PreparedInput.bases_changed`, ...) tell whether what the scene
+  shows at a frame still matches what was sampled there.
 - :class:`StrandSystemRuntime`, what the frame handler computes: the strand model, the
   simulation and the points of every simulated frame. It is rebuilt whenever a parameter
   changes, and steps forward from the last simulated frame to the frame asked for.
@@ -36,6 +36,7 @@ from ..core import (
     JointLimits,
     Model,
     ObstacleMotion,
+    PointPath,
     Simulation,
     StrandError,
     TriangleMesh,
@@ -112,6 +113,10 @@ class PreparedInput:
         The vertices of each deforming obstacle at every frame, by obstacle index.
     pose_curves : list of DrawnCurves, or None
         The pose object's curves at every frame of the range (None without a pose object).
+    pin_matrices : (F, 1, 4, 4) float64 or None
+        Rigid world transforms of the Pin Object at the same frames, if the system has one.
+    pin : BaseTrajectory or None
+        C² interpolation of ``pin_matrices``.
     """
 
     drawn: DrawnCurves
@@ -132,6 +137,8 @@ class PreparedInput:
     obstacle_trajectory: BaseTrajectory | None
     deforming: dict[int, VertexTrajectory]
     pose_curves: list[DrawnCurves] | None
+    pin_matrices: np.ndarray | None
+    pin: BaseTrajectory | None
 
     def matrices_at(self, frame: int) -> np.ndarray:
         """Sampled base transforms (n_bases, 4, 4) at a frame inside the range."""
@@ -148,12 +155,12 @@ class PreparedInput:
     def reference_changed(self, frame: int, observed: np.ndarray | None) -> bool:
         """Whether the local-dynamics reference ``observed`` (1, 4, 4) at ``frame`` (None: it
         has none) differs from the one sampled there, or one of the two has none."""
-        if (observed is None) != (self.reference_matrices is None):
-            return True
-        if observed is None:
-            return False
-        sampled = self.reference_matrices[frame - self.frame_start]
-        return bool(abs(observed - sampled).max() > BASE_MATCH_TOLERANCE)
+        return _transform_changed(self.reference_matrices, frame - self.frame_start, observed)
+
+    def pin_changed(self, frame: int, observed: np.ndarray | None) -> bool:
+        """Whether the Pin Object's transform ``observed`` (1, 4, 4) at ``frame`` (None: there
+        is none) differs from the one sampled there, or one of the two has none."""
+        return _transform_changed(self.pin_matrices, frame - self.frame_start, observed)
 
     def obstacles_moved(self, frame: int, observed: np.ndarray) -> bool:
         """Whether the obstacle transforms ``observed`` (K, 4, 4) at ``frame`` differ from those
@@ -177,12 +184,23 @@ class PreparedInput:
     def same_input(self, other: PreparedInput) -> bool:
         """Whether ``other`` sampled the same scene: every value read equal (the trajectories
         are made from them)."""
-        derived = {"trajectory", "reference", "obstacle_trajectory"}
+        derived = {"trajectory", "reference", "obstacle_trajectory", "pin"}
         return all(
             _same(getattr(self, f.name), getattr(other, f.name))
             for f in dataclasses.fields(self)
             if f.name not in derived
         )
+
+
+def _transform_changed(sampled: np.ndarray | None, index: int, observed: np.ndarray | None) -> bool:
+    """Whether a transform ``observed`` (1, 4, 4) differs from ``sampled[index]`` beyond
+    :data:`BASE_MATCH_TOLERANCE`, or only one of the two exists (``sampled`` None: it was not
+    sampled; ``observed`` None: the scene has none now)."""
+    if (observed is None) != (sampled is None):
+        return True
+    if observed is None:
+        return False
+    return bool(abs(observed - sampled[index]).max() > BASE_MATCH_TOLERANCE)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -234,9 +252,9 @@ class InputSamples:
 
     The start frame's reads (``drawn``, ``attachment``, ``obstacles``,
     ``obstacle_fingerprint``) are set once; the lists get one entry per frame of
-    ``frame_start .. frame_end``, in order (``reference_matrices`` and ``pose_curves`` stay
-    empty for a system without a reference or a pose object). See :class:`PreparedInput` for
-    each value's shape and frame.
+    ``frame_start .. frame_end``, in order (``reference_matrices``, ``pose_curves`` and
+    ``pin_matrices`` stay empty for a system without a reference, a pose or a pin object). See
+    :class:`PreparedInput` for each value's shape and frame.
     """
 
     frame_start: int
@@ -251,6 +269,7 @@ class InputSamples:
     obstacle_matrices: list = field(default_factory=list)
     obstacle_vertices: list = field(default_factory=list)
     pose_curves: list = field(default_factory=list)
+    pin_matrices: list = field(default_factory=list)
 
     def prepared(self, fps: float, fingerprint: str) -> PreparedInput:
         """The sampled input at ``fps`` frames per second, with its C² trajectories (time 0 at
@@ -261,6 +280,7 @@ class InputSamples:
         matrices = np.stack(self.base_matrices)
         times = np.arange(len(matrices)) / fps
         reference_matrices = np.stack(self.reference_matrices) if self.reference_matrices else None
+        pin_matrices = np.stack(self.pin_matrices) if self.pin_matrices else None
         obstacle_poses = np.stack(self.obstacle_matrices)
         try:
             trajectory = BaseTrajectory(times, matrices)
@@ -270,6 +290,7 @@ class InputSamples:
             obstacle_trajectory = (
                 BaseTrajectory(times, obstacle_poses) if obstacle_poses.shape[1] else None
             )
+            pin = None if pin_matrices is None else BaseTrajectory(times, pin_matrices)
         except StrandError as error:
             raise SceneInputError(
                 f"object {self.drawn.object_name!r}: its motion cannot drive strands: {error}"
@@ -298,6 +319,8 @@ class InputSamples:
             obstacle_trajectory=obstacle_trajectory,
             deforming={index: VertexTrajectory(fps, v) for index, v in deforming.items()},
             pose_curves=self.pose_curves or None,
+            pin_matrices=pin_matrices,
+            pin=pin,
         )
 
 
@@ -440,6 +463,10 @@ class StrandSystemRuntime:
         self._interaction = strand_interaction(layout, settings.model, values)
         self.layout, self.model, self._key = layout, model, key
         self._solver = settings.model.solver
+        if prepared.pin is not None:
+            # Pinned tips are animated constraints, which step in one process
+            # (Simulation.add_constraint ends worker processes): start none.
+            self._solver = dataclasses.replace(self._solver, workers=1)
         self._start_gravity = gravity_vector(settings, values)
         # Dropped, a simulation's worker processes end with it (its finalizer).
         self.simulation = None
@@ -464,6 +491,8 @@ class StrandSystemRuntime:
         simulation.reset(base_poses=self.prepared.matrices_at(self.prepared.frame_start))
         if self._start_rotations is not None:
             simulation.state.q[...] = self._start_rotations
+        if self.prepared.pin is not None:
+            pin_tips(simulation, self.prepared.pin)
         self.simulation = simulation
         self.frames[self.prepared.frame_start] = simulation.points().astype(np.float32)
 
@@ -595,6 +624,55 @@ def pose_trajectory(
         rotations.append(pose_rotations(model, points, prepared.base_matrices[index]))
     times = np.arange(len(rotations)) / prepared.fps
     return PoseTrajectory(times, np.stack(rotations))
+
+
+class PinnedTips:
+    """Where strand tips pinned to an object go: each keeps the offset it had in the pin's frame
+    at time 0, carried by the pin's rigid motion.
+
+    Attributes
+    ----------
+    motion : BaseTrajectory
+        The pin's world motion (one base), time 0 at the start frame.
+    offsets : (n_tips, 3) float64, m, the pin's axes
+        Each tip relative to the pin's origin at time 0.
+    """
+
+    def __init__(self, motion: BaseTrajectory, tips: np.ndarray) -> None:
+        """Pin ``tips`` (n_tips, 3), world positions at time 0, to ``motion``."""
+        start = motion(0.0)
+        self.motion = motion
+        self.offsets = (np.asarray(tips, dtype=np.float64) - start.position[0]) @ start.rotation[0]
+        self._time: float | None = None
+        self._pose: tuple[np.ndarray, np.ndarray] | None = None
+
+    def path(self, tip: int) -> Callable[[float], np.ndarray]:
+        """Tip ``tip``'s target, world (3,) m, as a function of the time (s)."""
+        offset = self.offsets[tip]
+
+        def target(time: float) -> np.ndarray:
+            rotation, position = self._pose_at(time)
+            return rotation @ offset + position
+
+        return target
+
+    def _pose_at(self, time: float) -> tuple[np.ndarray, np.ndarray]:
+        # The constraint pass asks every tip's target at one time before the next: the pin's
+        # spline is evaluated once per time, not once per strand.
+        if time != self._time:
+            motion = self.motion(time)
+            self._time, self._pose = time, (motion.rotation[0], motion.position[0])
+        return self._pose
+
+
+def pin_tips(simulation: Simulation, pin: BaseTrajectory) -> None:
+    """Pin the tip of every strand of ``simulation`` (each drawn curve's, branches' too) to the
+    motion ``pin`` with a point-to-path constraint on its last link, each keeping its offset in
+    the pin's frame from the simulation's current state (its start)."""
+    model = simulation.model
+    tips = PinnedTips(pin, simulation.points()[model.point_offsets[1:] - 1])
+    for strand, link_count in enumerate(np.diff(model.link_offsets)):
+        simulation.add_constraint(PointPath(strand, int(link_count) - 1, tips.path(strand)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -127,6 +127,7 @@ def test_a_strand_system_shows_every_panel_and_its_settings():
         "local_dynamics",
         "reference_object",
         "pose_object",
+        "pin_object",
         "use_collisions",
         "collision_radius",
         "swing_limit",

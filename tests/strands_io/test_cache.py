@@ -162,6 +162,53 @@ def test_a_reference_or_pose_object_that_appears_or_moves_is_a_change():
     assert posed.pose_changed(2, drawn([STRAND, [(0, 0, 1), (0.2, 0, 0.99)]], name="pose"))
 
 
+def test_a_pin_object_that_appears_or_moves_is_a_change():
+    collected = samples([STRAND], frame_end=3)
+    collected.pin_matrices[:] = [np.eye(4)[None]] * 3
+    pinned = collected.prepared(FPS, "")
+
+    assert not pinned.pin_changed(2, np.eye(4)[None] + 1e-6)
+    assert pinned.pin_changed(2, np.eye(4)[None] + 1e-3)
+    assert pinned.pin_changed(2, None)
+    assert prepared([STRAND], frame_end=3).pin_changed(2, np.eye(4)[None])
+
+
+PIN_FRAMES = 10
+# Two 30 cm strands sagging in a U from their roots to their tips 20 cm away at the same height.
+_ARC = np.linspace(0.0, 1.0, 9)
+SAGGING = [
+    np.stack((0.2 * _ARC, 0 * _ARC + y, 1 - 0.1 * np.sin(math.pi * _ARC)), 1) for y in (0, 0.1)
+]
+
+
+def _sliding() -> np.ndarray:
+    """(PIN_FRAMES, 1, 4, 4) transforms from the point (0.2, 0.05, 1) easing into and out of a
+    slide of 5 cm along y and a turn of 0.1 rad about z: the tips stay in reach."""
+    matrices = np.tile(np.eye(4), (PIN_FRAMES, 1, 1, 1))
+    for index in range(PIN_FRAMES):
+        u = index / (PIN_FRAMES - 1)
+        eased = 3 * u**2 - 2 * u**3
+        cos, sin = math.cos(0.1 * eased), math.sin(0.1 * eased)
+        matrices[index, 0, :2, :2] = ((cos, -sin), (sin, cos))
+        matrices[index, 0, :3, 3] = (0.2, 0.05 + 0.05 * eased, 1.0)
+    return matrices
+
+
+def test_pinned_tips_keep_their_start_offset_in_the_pins_frame():
+    collected = samples(SAGGING, frame_end=PIN_FRAMES)
+    collected.pin_matrices[:] = list(_sliding())
+    runtime = StrandSystemRuntime(collected.prepared(FPS, ""))
+    chosen = settings(frame_end=PIN_FRAMES, segment_count=4)
+    runtime.build(chosen, Values())
+
+    drawn_tips = np.array([np.append(strand[-1], 1.0) for strand in SAGGING]).T
+    offsets = np.linalg.inv(_sliding()[0, 0]) @ drawn_tips
+    for frame in range(1, PIN_FRAMES + 1):
+        tips = runtime.points_at(frame, chosen, Values())[[4, 9]]
+        targets = (_sliding()[frame - 1, 0] @ offsets)[:3].T
+        np.testing.assert_allclose(tips, targets, atol=2e-3)
+
+
 def test_obstacles_count_as_moved_beyond_float32_round_off():
     collected = samples([STRAND], frame_end=2)
     collected.obstacles = ObstacleShapes((Sphere(0.1),), ("ball",))
