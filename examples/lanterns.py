@@ -1,20 +1,22 @@
 """Lanterns on strings: heavy tips and twist (the method paper's Figure 1, the dancers' lanterns).
 
-A dancer's staff carries five paper lanterns on strings: it sways, bobs and twirls for the first
-half of the shot, then stops. Each string is a strand whose last part is hundreds of times
-heavier than the rest (*Tip Mass*), so it swings as a pendulum of its length, the short ones
-quicker than the long; each lantern is a mesh skinned to the last bone of its string's baked rig,
-so it swings and turns with the strand's end, as the paper parents its flowers to the strand's
-tip frame.
+A dancer's staff carries five paper lanterns on strings: it sways to and fro, bobs and twirls
+for the first half of the shot, then stops. Each string is a strand whose last part is hundreds
+of times heavier than the rest (*Tip Mass*), so it swings as a pendulum of its length, the short
+ones quicker than the long; each lantern is a mesh skinned to the last bone of its string's
+baked rig, so it swings and turns with the strand's end, as the paper parents its flowers to the
+strand's tip frame. Short and long strings alternate along the staff, so that neighbours hang at
+different heights, and the staff sways across its length, so that the lanterns swing side by
+side: they never touch.
 
 Run from the repository root in the Blender venv::
 
     python examples/lanterns.py --output gallery_output
 
 Its figures: how far the lanterns swung from under their roots (in the staff's frame) while the
-staff danced; how much any string stretched; and, once the staff is still, the longest
-string's swing period against the closed form of the rigid pendulum of its mass distribution
-at the amplitude it swings with.
+staff danced; how much any string stretched; once the staff is still, the longest string's swing
+period against the closed form of the rigid pendulum of its mass distribution at the amplitude
+it swings with; and the smallest distance between any two lanterns' centres over the shot.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ import numpy as np
 from oriented_strands import staging
 
 STAFF = np.array([0.0, 0.0, 1.55])
-STAFF_LENGTH = 1.0
-STRING_LENGTHS = (0.3, 0.42, 0.25, 0.36, 0.45)  # m, left to right along the staff
+STAFF_LENGTH = 1.2
+# m, left to right along the staff: short and long in turn, each neighbour a lantern's height
+# and more above or below the next.
+STRING_LENGTHS = (0.22, 0.42, 0.2, 0.45, 0.24)
 SEGMENTS = 16
 MASS_TIP, MASS_SHAPE = 800.0, 40.0
 LANTERN_RADIUS, LANTERN_HEIGHT = 0.055, 0.075  # m, half-height
@@ -99,11 +103,13 @@ def build(bpy, quick: bool) -> staging.Example:
     for k in range(steps + 1):
         at = 0.5 * k / steps
         still = k == steps
-        # Slower than the strings swing, so that they follow the dance rather than resonate.
-        sway = 0.0 if still else 0.12 * math.sin(math.pi * k / 4.0)
+        # Slower than the strings swing, so that they follow the dance rather than resonate;
+        # across the staff, so that they swing side by side rather than into each other. The
+        # twirl stays small because a pendulum keeps its plane as the staff turns under it.
+        sway = 0.0 if still else 0.16 * math.sin(math.pi * k / 4.0)
         bob = 0.0 if still else 0.02 * math.sin(math.pi * k / 3.0) ** 2
-        twirl = 0.0 if still else math.radians(30.0) * math.sin(math.pi * k / 5.0)
-        staging.keyed(dancer, "location", frame(at), (sway, 0.0, bob))
+        twirl = 0.0 if still else math.radians(20.0) * math.sin(math.pi * k / 5.0)
+        staging.keyed(dancer, "location", frame(at), (0.0, sway, bob))
         staging.keyed(dancer, "rotation_euler", frame(at), (0.0, 0.0, twirl))
     scene.frame_set(1)
     strings = staging.poly_curve(bpy, "Strings", _strings())
@@ -127,6 +133,11 @@ def build(bpy, quick: bool) -> staging.Example:
         points = staging.in_frame(played["Strings"], matrices)
         chains = points.reshape(len(points), len(STRING_LENGTHS), SEGMENTS + 1, 3)
         roots, tips = chains[:, :, 0], chains[:, :, -1]
+        # Each lantern hangs along its string's last link, its centre that far below the tip.
+        last = tips - chains[:, :, -2]
+        centres = tips + LANTERN_HEIGHT * last / np.linalg.norm(last, axis=2, keepdims=True)
+        apart = np.linalg.norm(centres[:, :, None] - centres[:, None], axis=3)
+        pairs = np.triu_indices(len(STRING_LENGTHS), 1)
         away = np.linalg.norm((tips - roots)[..., :2], axis=2)
         lengths = np.linalg.norm(np.diff(chains, axis=2), axis=3).sum(axis=2)
         dancing = slice(0, frame(0.5))
@@ -141,6 +152,7 @@ def build(bpy, quick: bool) -> staging.Example:
             "swing_period_s": period,
             "swing_amplitude_rad": angle,
             "pendulum_period_s": pendulum_period(length, angle),
+            "closest_lantern_centres_m": float(apart[:, pairs[0], pairs[1]].min()),
             "finite": float(np.isfinite(points).all()),
         }
 
