@@ -234,7 +234,7 @@ class ConstraintSettings:
     slip_speed: float = 1e-3
     limit_margin: float = 0.02
     limit_tolerance: float = math.radians(0.5)
-    penetration_tolerance: float = 0.5
+    penetration_tolerance: float = 0.1
     limit_recovery_speed: float = 5.0
     path_stiffness: float = 2000.0
     path_damping: float = 80.0

@@ -338,7 +338,7 @@ def test_a_bump_rising_under_lying_strands_lifts_them_clear_of_it(backend):
     half its collision radius (the strict stand-in: the first half second, the bump rising). At
     the default 4 substeps per frame: the contact correction's friction modes cycle on the
     strands dragged over the bump's flank, and a tip ended 2.5 mm inside before the steps that
-    take a point deeper than half its radius were halved (``penetration_tolerance``)."""
+    take a point deeper than a tenth of its radius were halved (``penetration_tolerance``)."""
     vertices, triangles = slab(48, 0.3, 0.1)
     obstacles = build_obstacles(
         [TriangleMesh(vertices, triangles, 0.0125, deforming=True, name="bump")], backend
