@@ -66,6 +66,19 @@ def test_a_collapsing_floppy_tree_is_stepped_through_by_subdividing_failing_step
     assert points[8, 2] < 0.0
 
 
+def _assert_stepped_as_alone(backend, together, alone, links) -> None:
+    """The links ``links`` of the simulation ``together`` end where ``alone``, a simulation of
+    just their trees, ends them: exactly on NumPy and the stand-in, within
+    :func:`batch_rounding` on CuPy."""
+    for name in ("q", "w"):
+        np.testing.assert_allclose(
+            backend.to_host(getattr(together.state, name))[:, links],
+            backend.to_host(getattr(alone.state, name)),
+            rtol=0,
+            atol=batch_rounding(backend),
+        )
+
+
 def test_only_the_trees_whose_step_fails_are_halved(backend):
     """The collapsing tree beside a short strand hanging from the same swaying base, with the
     Newton iteration capped at 3: the tree's failing steps are halved on a model of its own
@@ -82,23 +95,11 @@ def test_only_the_trees_whose_step_fails_are_halved(backend):
 
     together, subdivisions = run(model)
     assert subdivisions > 0
-    to_host = backend.to_host
     for trees, halved in (([0], True), ([1], False)):
         part, links = select_trees(model, trees)
         alone, part_subdivisions = run(part)
         assert (part_subdivisions > 0) == halved
-        np.testing.assert_allclose(
-            to_host(together.state.q)[:, links],
-            to_host(alone.state.q),
-            rtol=0,
-            atol=batch_rounding(backend),
-        )
-        np.testing.assert_allclose(
-            to_host(together.state.w)[:, links],
-            to_host(alone.state.w),
-            rtol=0,
-            atol=batch_rounding(backend),
-        )
+        _assert_stepped_as_alone(backend, together, alone, links)
 
 
 def test_a_tree_whose_iteration_runs_away_is_redone_without_the_others(backend):
@@ -121,19 +122,7 @@ def test_a_tree_whose_iteration_runs_away_is_redone_without_the_others(backend):
     part, links = select_trees(model, [1])
     alone, alone_stats = run(part, False)
     assert alone_stats.subdivisions == 0
-    to_host = backend.to_host
-    np.testing.assert_allclose(
-        to_host(together.state.q)[:, links],
-        to_host(alone.state.q),
-        rtol=0,
-        atol=batch_rounding(backend),
-    )
-    np.testing.assert_allclose(
-        to_host(together.state.w)[:, links],
-        to_host(alone.state.w),
-        rtol=0,
-        atol=batch_rounding(backend),
-    )
+    _assert_stepped_as_alone(backend, together, alone, links)
 
 
 def test_a_step_that_keeps_failing_is_halved_down_to_the_depth_limit_and_names_the_strand(
