@@ -120,9 +120,13 @@ def _own_cpu_seconds() -> float:
 
 
 def time_frames(
-    advance_frame: Callable[[int], None], policy: FramePolicy, first_frame: int
+    advance_frame: Callable[[int], None],
+    policy: FramePolicy,
+    first_frame: int,
+    after_frame: Callable[[int], None] | None = None,
 ) -> FrameTimes:
-    """Call ``advance_frame(k)`` for ``k = first_frame, ...`` as the policy says, timing each."""
+    """Call ``advance_frame(k)`` for ``k = first_frame, ...`` as the policy says, timing each;
+    ``after_frame(k)`` after each, untimed (a measurement of the frame)."""
     seconds: list[float] = []
     frame = first_frame
     busy_before, cpu_before = _machine_busy_seconds(), _own_cpu_seconds()
@@ -132,6 +136,8 @@ def time_frames(
         start = time.perf_counter()
         advance_frame(frame)
         seconds.append(time.perf_counter() - start)
+        if after_frame is not None:
+            after_frame(frame)
         frame += 1
     busy_after, cpu_used = _machine_busy_seconds(), _own_cpu_seconds() - cpu_before
     wall = sum(seconds)

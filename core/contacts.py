@@ -72,7 +72,7 @@ can turn a point toward an obstacle that sweep missed (a strand pushed off the h
 point swings in at another): once every tree has finished, the points of the trees it moved
 far enough to meet an obstacle their free sweep kept clear of are swept again from the start to
 the corrected end, and the contacts found only there join, their trees iterating on, on a model
-of their own.
+of their own, and sweeping their new corrected paths in turn (:data:`CORRECTED_SWEEPS`).
 
 Friction
 --------
@@ -555,31 +555,27 @@ class ObstacleContacts:
             budget = (TAIL_ITERATIONS + 1) * iterations - iterate.taken
             iterate = tail(found, budget, iterate)
         # Points the correction turned toward an obstacle their free sweep missed: their
-        # contacts join, and their trees go on.
-        dynamics.forward_kinematics(
-            model,
-            self._corrected,
-            integrators.integrate_rotation(xp, state.q, w_free + iterate.delta, h),
-            control.base_rotation,
-            control.base_position,
-        )
-        moved, turned = self._moved_points(data, found)
-        swept = self.find(data, control, h, self._corrected, moved[turned])
-        new = ~xp.isin(swept.key, found.key)
-        if bool(to_host(xp.any(new))):
-            # Their trees iterate on and move again: their other points are swept as well, so
-            # that those already within the margin of an obstacle join too.
-            going_on = _trees_of(model, swept.tree[new])
-            rest = moved[~turned & going_on[model.link_tree[self._query_link[moved]]]]
-            if rest.shape[0]:
-                swept = swept.joined(xp, self.find(data, control, h, self._corrected, rest))
-                new = ~xp.isin(swept.key, found.key)
+        # contacts join, and their trees go on, until their corrected paths meet no obstacle
+        # more (a strand stopped at one point whips its tail round into the head).
+        moving = _trees_of(model, found.tree)
+        for _ in range(CORRECTED_SWEEPS):
+            dynamics.forward_kinematics(
+                model,
+                self._corrected,
+                integrators.integrate_rotation(xp, state.q, w_free + iterate.delta, h),
+                control.base_rotation,
+                control.base_position,
+            )
+            swept = self._sweep_turned(data, control, h, found, moving)
+            new = ~xp.isin(swept.key, found.key)
+            if not bool(to_host(xp.any(new))):
+                break
             added = swept.restricted(new, xp.arange(model.n_links), model.link_tree)
             found = found.joined(xp, added)
             iterate.friction = iterate.friction.joined(xp, added.remembered)
             # Their trees all go on, and the tail takes their pieces anew.
             iterate.piece = xp.concatenate((iterate.piece, xp.full(len(added), APART, xp.int8)))
-            iterate.iterating = _trees_of(model, added.tree)
+            moving = iterate.iterating = _trees_of(model, added.tree)
             iterate = tail(found, TAIL_ITERATIONS * iterations, iterate)
         out.w[...] = w_free + iterate.delta
         # The trees with contacts take a first-order step (the contacts' law and operator are
@@ -600,11 +596,15 @@ class ObstacleContacts:
             link_block=iterate.link_block,
         )
 
-    def _moved_points(self, data: Data, found: ContactSet) -> tuple[Any, Any]:
-        """The query points (indices) of the trees with contacts, which the correction moves
-        (they end where backward Euler's map takes them, :meth:`correct`), and which of them
-        ((P,) bool) it may have turned into an obstacle: those whose corrected end in
-        ``self._corrected`` lies more than half the ``margin`` from their free end in ``data``.
+    def _sweep_turned(
+        self, data: Data, control: Control, h: float, found: ContactSet, trees: Any
+    ) -> ContactSet:
+        """The contacts of the points of ``trees`` ((T,) bool) that the correction may have
+        turned into an obstacle, swept from the step's start to their corrected end in
+        ``self._corrected`` (:meth:`find`): those whose corrected end lies more than half the
+        ``margin`` from their free end in ``data``, and, for a tree that meets an obstacle
+        ``found`` does not hold and so iterates on, all its points (those already within the
+        margin join too).
 
         The others' straight paths moved by at most that at every point, and their free sweep
         found no obstacle within their radius plus the margin: a distance changes at most as
@@ -613,14 +613,21 @@ class ObstacleContacts:
         the edge of an open mesh ends within the shift of that edge, inside its radius, and
         the next step's sweep pushes it off. Over the benchmark's head the correction moves 7 %
         of the points of its trees more than half a millimetre, and 3 of 45,000 more than 1 mm."""
-        model, xp = self.model, self.model.xp
-        with_contacts = _trees_of(model, found.tree)
-        moved = xp.nonzero(with_contacts[model.link_tree[self._query_link]])[0]
+        model, xp, to_host = self.model, self.model.xp, self.model.backend.to_host
+        moved = xp.nonzero(trees[model.link_tree[self._query_link]])[0]
         link, fraction = self._query_link[moved], self._query_fraction[moved]
         shift = point_position(model, self._corrected, link, fraction) - point_position(
             model, data, link, fraction
         )
-        return moved, dot(shift, shift) > (0.5 * self.settings.margin) ** 2
+        turned = dot(shift, shift) > (0.5 * self.settings.margin) ** 2
+        swept = self.find(data, control, h, self._corrected, moved[turned])
+        new = ~xp.isin(swept.key, found.key)
+        if bool(to_host(xp.any(new))):
+            going_on = _trees_of(model, swept.tree[new])
+            rest = moved[~turned & going_on[model.link_tree[link]]]
+            if rest.shape[0]:
+                swept = swept.joined(xp, self.find(data, control, h, self._corrected, rest))
+        return swept
 
     def overshoot(
         self, found: ContactSet, control: Control, q: Any, h: float, tolerance: float
@@ -1107,6 +1114,9 @@ STICKING_SHARE = 0.01
 # The trees the contact correction leaves unfinished on the whole forest go on, on a model of
 # their own, for this many times ``contact_iterations`` more than the whole forest's at most.
 TAIL_ITERATIONS = 2
+# At most this many sweeps of the points the correction turned, each followed by the iterations
+# of the trees that met new obstacles on it.
+CORRECTED_SWEEPS = 3
 # Bisections of the line search: its step is found to within 2⁻²⁰.
 LINE_SEARCH_BISECTIONS = 20
 # How far (relative) a sticking contact's friction may exceed its bound before it slides

@@ -187,10 +187,13 @@ def hair_on_head(backend, n_strands: int, n_links: int, **parameters) -> tuple[M
     return model, obstacles
 
 
-def hair_combed_over_scalp(backend, n_strands: int, n_links: int) -> tuple[Model, Obstacles]:
+def hair_combed_over_scalp(
+    backend, n_strands: int, n_links: int, **parameters
+) -> tuple[Model, Obstacles]:
     """Soft strands (25 cm, bending and twisting rigidity 2·10⁻⁵ N·m²) rooted on a Fibonacci
     lattice over the upper half of :func:`hair_on_head`'s head, each combed down its meridian
-    (tilted 0.1 rad outward) so that gravity lays it on the head: many contacts per strand."""
+    (tilted 0.1 rad outward) so that gravity lays it on the head: many contacts per strand.
+    ``parameters`` replace :func:`hair_parameters`' own."""
     index = np.arange(n_strands) + 0.5
     z = 1.0 - index / n_strands
     ring = np.sqrt(1.0 - z * z)
@@ -202,7 +205,9 @@ def hair_combed_over_scalp(backend, n_strands: int, n_links: int) -> tuple[Model
         for o, d in zip(outward, down, strict=True)
     ]
     weight = np.tile([0.0] + [1.0] * (n_links - 1), n_strands)
-    model = build_model(strands, hair_parameters(collision_weight=weight), backend=backend)
+    model = build_model(
+        strands, hair_parameters(collision_weight=weight, **parameters), backend=backend
+    )
     return model, hair_on_head(backend, 1, 2)[1]
 
 
