@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from . import staging
-from .strands_io.geometry import polyline_length
+from .strands_io.geometry import points_at_arc_lengths, polyline_length
 
 HEAD_CENTRE = np.array([0.0, 0.0, 1.62])
 HEAD_RADIUS = 0.1
@@ -362,7 +362,7 @@ def _swept_hair(polar: np.ndarray, azimuth: np.ndarray, points: int, seed: int =
         path.append(where.copy())
     path = np.stack(path, axis=1)
     return [
-        _at_arc_lengths(guide, np.linspace(0.0, length, points))
+        points_at_arc_lengths(guide, np.linspace(0.0, length, points))
         for guide, length in zip(path, lengths, strict=True)
     ]
 
@@ -401,16 +401,9 @@ def _ponytail(bpy, scalp, strands: int, material):
     return ponytail
 
 
-def _at_arc_lengths(polyline: np.ndarray, at) -> np.ndarray:
-    """The points of ``polyline`` (n, 3) at the arc lengths ``at`` (m, a scalar or (k,)) from
-    its start, (3,) or (k, 3)."""
-    arc = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(polyline, axis=0), axis=1))))
-    return np.stack([np.interp(at, arc, polyline[:, k]) for k in range(3)], axis=-1)
-
-
 def _point_along(polyline: np.ndarray, share: float) -> np.ndarray:
     """The point ``share`` (0 to 1) of the way along ``polyline`` (n, 3), on it."""
-    return _at_arc_lengths(polyline, share * polyline_length(polyline))
+    return points_at_arc_lengths(polyline, share * polyline_length(polyline))
 
 
 def _limb(rng, root: np.ndarray, heading: np.ndarray, length: float, points: int) -> np.ndarray:

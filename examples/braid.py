@@ -26,6 +26,7 @@ import sys
 import numpy as np
 
 from oriented_strands import staging
+from oriented_strands.strands_io.geometry import arc_lengths, points_at_arc_lengths
 
 HEAD = np.array([0.0, 0.0, 1.6])
 HEAD_RADIUS = 0.1
@@ -210,7 +211,7 @@ class _Skin:
         tails = np.array([b.tail_local for b in self.bones])
         self.points = np.vstack((heads[:1], tails))
         pieces = np.linalg.norm(tails - heads, axis=1)
-        self.arc = np.concatenate(([0.0], np.cumsum(pieces)))
+        self.arc = arc_lengths(self.points)
         self.middles = 0.5 * (self.arc[:-1] + self.arc[1:])
         directions = (tails - heads) / pieces[:, None]
         # At each point, the mean of the directions of the pieces it joins.
@@ -230,7 +231,7 @@ class _Skin:
     def along(self, distances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The rest strand's points (n, 3) at ``distances`` (n,) along it, and its unit
         directions there."""
-        at = np.column_stack([np.interp(distances, self.arc, self.points[:, i]) for i in range(3)])
+        at = points_at_arc_lengths(self.points, distances)
         direction = np.column_stack(
             [np.interp(distances, self.arc, self.tangents[:, i]) for i in range(3)]
         )
@@ -271,9 +272,7 @@ class _Skin:
         wide = wide - (wide * heading).sum(axis=1, keepdims=True) * heading
         wide /= np.linalg.norm(wide, axis=1, keepdims=True)
         deep = np.cross(heading, wide)
-        run = 20.0 * np.concatenate(
-            ([0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1)))
-        )
+        run = 20.0 * arc_lengths(path)
         angles = 2.0 * np.pi * np.arange(ring) / ring
         for row, (centre, distance) in enumerate(zip(path, distances, strict=True)):
             first = len(self.vertices)

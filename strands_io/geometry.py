@@ -40,6 +40,18 @@ def polyline_length(points: np.ndarray) -> float:
     return float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum())
 
 
+def arc_lengths(points: np.ndarray) -> np.ndarray:
+    """Arc length (m) from a polyline's first point to each of its points ``(P, 3)``, ``(P,)``."""
+    return np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(points, axis=0), axis=1))))
+
+
+def points_at_arc_lengths(points: np.ndarray, at: float | np.ndarray) -> np.ndarray:
+    """The points of a polyline ``(P, 3)`` at the arc lengths ``at`` (m, a scalar or ``(K,)``)
+    from its first point, ``(3,)`` or ``(K, 3)``."""
+    arc = arc_lengths(points)
+    return np.stack([np.interp(at, arc, points[:, axis]) for axis in range(3)], axis=-1)
+
+
 def segments_for_length(total_length: float, segment_length: float) -> int:
     """Number of equal segments closest to ``segment_length`` for a strand (at least one)."""
     return max(1, round(total_length / segment_length))

@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 
 from oriented_strands.strands_io.geometry import (
+    arc_lengths,
     branch_cycle,
     continuous_quaternions,
     edge_chains,
     find_branch_attachments,
+    points_at_arc_lengths,
     quaternions_from_matrices,
     resample_by_arc_length,
     root_spacing,
@@ -67,6 +69,18 @@ def test_branch_attachments_match_brute_force():
 def test_branch_cycles_are_found():
     assert branch_cycle([None, 0, 1]) is None
     assert sorted(branch_cycle([None, 2, 3, 1])) == [1, 2, 3]
+
+
+def test_points_at_arc_lengths_walk_round_a_corner():
+    """An L of a 1 m leg along x and a 2 m leg along y: arc lengths 0, 1, 3 at its corners, and
+    the point 2 m along it is 1 m up the second leg."""
+    corner = np.array([(0, 0, 0), (1, 0, 0), (1, 2, 0)], dtype=float)
+    np.testing.assert_allclose(arc_lengths(corner), [0.0, 1.0, 3.0])
+    np.testing.assert_allclose(points_at_arc_lengths(corner, 2.0), [1.0, 1.0, 0.0])
+    np.testing.assert_allclose(
+        points_at_arc_lengths(corner, np.array([0.0, 0.5, 3.0])),
+        [[0.0, 0.0, 0.0], [0.5, 0.0, 0.0], [1.0, 2.0, 0.0]],
+    )
 
 
 def test_resampling_keeps_root_and_tip_and_skips_repeated_points():
