@@ -121,13 +121,31 @@ def object_base_matrix(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> 
     return rigid_part(matrix[None])
 
 
+def require_in_scene(
+    ob: bpy.types.Object, target: bpy.types.Object, label: str, depsgraph: bpy.types.Depsgraph
+) -> None:
+    """Raise :class:`SceneInputError` naming ``ob``, the panel's ``label`` and ``target`` when
+    ``target`` (an object a strand system's setting points at) is not in the depsgraph's view
+    layer: deleted from the scene (which the pointer alone keeps alive) or in an excluded
+    collection, where Blender would give its last transform and shape, unanimated."""
+    if depsgraph.view_layer.objects.get(target.name) != target:
+        raise SceneInputError(
+            f"object {ob.name!r}: its {label} {target.name!r} is not in the scene (deleted, or "
+            f"in a collection excluded from the view layer); put it back or clear {label}"
+        )
+
+
 def reference_matrix(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> np.ndarray | None:
     """Rigid world transform (1, 4, 4) of the strand system's local-dynamics reference, as
-    evaluated: its Reference object, or the named bone of that armature; None if it has none."""
+    evaluated: its Reference object, or the named bone of that armature; None if it has none.
+
+    Raises :class:`SceneInputError` naming both objects when the Reference is not in the scene
+    (:func:`require_in_scene`) or has no such bone."""
     props = ob.oriented_strands
     reference = props.reference_object
     if reference is None:
         return None
+    require_in_scene(ob, reference, "Reference", depsgraph)
     evaluated = reference.evaluated_get(depsgraph)
     matrix = np.array(evaluated.matrix_world, dtype=np.float64)
     if props.reference_bone:
@@ -151,8 +169,7 @@ def pin_matrix(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> np.ndarr
     animation, parents, constraints); None if it has none.
 
     Raises :class:`SceneInputError` naming both objects when the Pin Object is the strand system
-    itself or is not in the depsgraph's view layer (deleted from the scene, which the pointer
-    alone keeps alive, or in an excluded collection): Blender would give its last transform.
+    itself or is not in the scene (:func:`require_in_scene`).
     """
     pin = ob.oriented_strands.pin_object
     if pin is None:
@@ -162,11 +179,7 @@ def pin_matrix(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> np.ndarr
             f"object {ob.name!r}: its Pin Object is the strand system itself; pick another "
             "object for the tips to follow, or clear Pin Object"
         )
-    if depsgraph.view_layer.objects.get(pin.name) != pin:
-        raise SceneInputError(
-            f"object {ob.name!r}: its Pin Object {pin.name!r} is not in the scene (deleted, or "
-            "in a collection excluded from the view layer); put it back or clear Pin Object"
-        )
+    require_in_scene(ob, pin, "Pin Object", depsgraph)
     return object_base_matrix(pin, depsgraph)
 
 

@@ -31,6 +31,7 @@ from .inputs import (
     pin_matrix,
     read_drawn_curves,
     reference_matrix,
+    require_in_scene,
     surface_base_matrices,
 )
 from .obstacles import (
@@ -114,6 +115,7 @@ def read_pose_curves(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> Dr
     pose_object = ob.oriented_strands.pose_object
     if pose_object is None:
         return None
+    require_in_scene(ob, pose_object, "Pose", depsgraph)
     try:
         return read_drawn_curves(pose_object, depsgraph)
     except SceneInputError as error:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import bpy
 import numpy as np
+import pytest
 from mathutils import Matrix
 
 
@@ -164,6 +165,35 @@ def scene_snapshot() -> dict:
                 for spline in ob.data.splines
             ]
     return snapshot
+
+
+def check_deleting_is_refused(
+    scene: bpy.types.Scene, ob: bpy.types.Object, target: bpy.types.Object, message: str
+) -> None:
+    """Play ``ob``'s strand system over four frames, delete ``target`` (an object one of its
+    settings points at) as an artist does, and check that the system's status and its
+    operators name the problem with ``message`` and that nothing changes: not the scene, not
+    the frames already simulated."""
+    from oriented_strands import scene as extension_scene
+
+    play_without_errors(scene, ob, range(1, 5))
+    cached = dict(extension_scene.runtime(ob).frames)
+    select_only(target)
+    assert bpy.ops.object.delete() == {"FINISHED"}
+    scene.frame_set(5)
+    text, icon = system_status(ob)
+    assert icon == "ERROR"
+    assert message in text
+    before = scene_snapshot()
+    select_only(ob)
+    for operator in (bpy.ops.oriented_strands.free_cache, bpy.ops.oriented_strands.bake_shape_keys):
+        with pytest.raises(RuntimeError, match=message):
+            operator()
+    assert scene_snapshot() == before
+    frames = extension_scene.runtime(ob).frames
+    assert sorted(frames) == sorted(cached) == [1, 2, 3, 4]
+    for frame, points in cached.items():
+        np.testing.assert_array_equal(frames[frame], points)
 
 
 # A trunk with a branch (its bones parent across strands) and a free strand.

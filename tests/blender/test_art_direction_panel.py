@@ -7,6 +7,7 @@ bpy = pytest.importorskip("bpy")
 
 from scene_builders import (  # noqa: E402
     add_strand_system,
+    check_deleting_is_refused,
     poly_curve,
     preview_points,
     segment_lengths,
@@ -131,6 +132,17 @@ def test_local_dynamics_without_a_reference_is_reported(factory_scene):
     text, icon = system_status(ob)
     assert icon == "ERROR"
     assert "no Reference is set" in text
+
+
+def test_a_deleted_reference_is_named_and_changes_nothing(factory_scene):
+    _carrier, ob = _carried_twig(factory_scene)
+    frame = bpy.data.objects.new("frame", None)
+    factory_scene.collection.objects.link(frame)
+    props = ob.oriented_strands
+    props.local_dynamics = 1.0
+    props.reference_object = frame
+    message = "'twig': its Reference 'frame' is not in the scene"
+    check_deleting_is_refused(factory_scene, ob, frame, message)
 
 
 def test_a_missing_reference_bone_is_reported_by_name(factory_scene):

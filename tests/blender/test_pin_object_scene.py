@@ -9,9 +9,9 @@ bpy = pytest.importorskip("bpy")
 
 from scene_builders import (  # noqa: E402
     add_strand_system,
+    check_deleting_is_refused,
     play_without_errors,
     poly_curve,
-    scene_snapshot,
     select_only,
     system_status,
 )
@@ -122,32 +122,9 @@ def test_the_live_preview_pins_the_tips_and_editing_the_pin_outdates_it(factory_
 
 
 def test_a_deleted_pin_object_is_named_and_changes_nothing(factory_scene):
-    from oriented_strands import scene
-
     ob, pin = _pinned_fringe(factory_scene)
-    play_without_errors(factory_scene, ob, range(1, 5))
-    cached = dict(scene.runtime(ob).frames)
-    select_only(pin)
-    assert bpy.ops.object.delete() == {"FINISHED"}
-    # The pointer keeps the deleted object alive, out of every scene.
-    assert ob.oriented_strands.pin_object is not None
     message = "'fringe': its Pin Object 'pin' is not in the scene"
-
-    factory_scene.frame_set(5)
-    text, icon = system_status(ob)
-    assert icon == "ERROR"
-    assert message in text
-    before = scene_snapshot()
-    select_only(ob)
-    with pytest.raises(RuntimeError, match=message):
-        bpy.ops.oriented_strands.free_cache()
-    with pytest.raises(RuntimeError, match=message):
-        bpy.ops.oriented_strands.bake_shape_keys()
-    assert scene_snapshot() == before
-    frames = scene.runtime(ob).frames
-    assert sorted(frames) == sorted(cached) == [1, 2, 3, 4]
-    for frame, points in cached.items():
-        np.testing.assert_array_equal(frames[frame], points)
+    check_deleting_is_refused(factory_scene, ob, pin, message)
 
 
 def test_pinning_a_system_to_itself_is_refused_by_the_panel_label(factory_scene):

@@ -9,6 +9,7 @@ bpy = pytest.importorskip("bpy")
 
 from scene_builders import (  # noqa: E402
     add_strand_system,
+    check_deleting_is_refused,
     play_without_errors,
     poly_curve,
     select_only,
@@ -105,3 +106,11 @@ def test_editing_the_pose_object_outdates_the_cache(factory_scene):
     text, icon = system_status(ob)
     assert icon == "ERROR"
     assert "the pose object or its animation changed" in text
+
+
+def test_a_deleted_pose_object_is_named_and_changes_nothing(factory_scene):
+    ob = _tail(factory_scene)
+    pose = poly_curve("tail pose", [CURLED])
+    ob.oriented_strands.pose_object = pose
+    message = "'tail': its Pose 'tail pose' is not in the scene"
+    check_deleting_is_refused(factory_scene, ob, pose, message)
