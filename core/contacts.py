@@ -369,8 +369,18 @@ class ObstacleContacts:
         backend = model.backend
         colliding = np.nonzero(model.collides)[0]
         fractions = np.asarray(settings.fractions, dtype=np.float64)
-        self._query_link = backend.from_host(np.tile(colliding, len(fractions)))
-        self._query_fraction = backend.from_host(np.repeat(fractions, len(colliding)))
+        link = np.tile(colliding, len(fractions))
+        fraction = np.repeat(fractions, len(colliding))
+        # A point of a root link within its collision radius of the root joint never collides:
+        # the root is prescribed, so no joint can take the point farther than that from a
+        # surface through the root (hair grown on a scalp), and its contact would ask at every
+        # step for what it cannot have, pushing a stiff root link sideways until its steps are
+        # halved over and over.
+        radius = backend.to_host(model.collision_radius)[link]
+        length = backend.to_host(model.length)[link]
+        near_root = (link < model.level_bounds[0][1]) & (fraction * length <= radius)
+        self._query_link = backend.from_host(link[~near_root])
+        self._query_fraction = backend.from_host(fraction[~near_root])
         self._query_radius = model.collision_radius[self._query_link]
         # The obstacles where the substep's motion puts them, placed once for its queries.
         self.placement = place(obstacles, still(obstacles))
