@@ -6,7 +6,9 @@ Usage (from the repository root, in ``.venv/blender``)::
     python bench/collisions.py                         # 1,000 strands x 32 links
     python bench/collisions.py --strands 100 --links 16 --warmup-frames 6
     python bench/collisions.py --workers 2               # both cases in two processes
-    python bench/collisions.py --strands 300 --links 16 --bend-rigidity 2e-5   # dense contact
+    python bench/collisions.py --strands 300 --links 16 --bend-rigidity 2e-5   # soft hair
+    python bench/collisions.py --strands 1000 --links 25 --bend-rigidity 2e-7 \
+        --warmup-frames 48 --min-frames 4 --max-frames 4   # dense: ~9 contacts per strand
     python bench/collisions.py --head deforming          # the head a deforming 20,000-triangle mesh
     python bench/collisions.py --order 1                 # both cases in backward Euler
     python bench/collisions.py --backend cupy            # on an NVIDIA GPU
