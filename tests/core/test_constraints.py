@@ -649,21 +649,17 @@ def test_a_tip_follows_an_animated_path(backend):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("links", "slack", "substeps", "bound"), [(24, 0.03, 16, 1e-3), (24, 0.1, 4, 6e-3)]
-)
-def test_a_line_strung_between_two_points_holds_its_pinned_end(
-    backend, links, slack, substeps, bound
-):
-    """A 4 mm cord strung 2.2 m between its root and a pinned end (the parabola of its sag drawn
-    ``slack`` longer than the span) hangs under gravity for 2 s: its end stays on the pin within
-    ``bound`` (measured 0.6 mm at 3 % slack with 16 substeps, 4.2 mm at 10 % with 4). The
-    line's tension pulls along the nearly straight chain, where its tip can hardly move, and the
-    pin's constraint is linearised over each step: at 3 % slack with 4 substeps the end sags
-    25 cm out of its pin (docs/user-guide.md, *Pin Object*). NumPy only."""
+def test_a_line_strung_nearly_taut_holds_its_pinned_end_at_sixteen_substeps(backend):
+    """A 4 mm cord strung 2.2 m between its root and a pinned end, 24 links, the parabola of its
+    sag drawn 3 % longer than the span, hangs under gravity for 2 s at 16 substeps a frame: its
+    end stays on the pin within 1 mm (measured 0.6 mm). The line's tension pulls along the
+    nearly straight chain, where its tip can hardly move, and the pin's constraint is
+    linearised over each step: at the default 4 substeps the end sags 25 cm out of its pin
+    (docs/user-guide.md, *Pin Object*). NumPy only (8 s)."""
     if backend.name != "numpy":
         pytest.skip("the long run is for the NumPy backend")
     span = 2.2
+    links, slack = 24, 0.03
     sag = math.sqrt(3.0 / 8.0 * slack) * span
     u = np.linspace(0.0, 1.0, 97)[:, None]
     drawn = np.hstack((span * u, 0.0 * u, -4.0 * sag * u * (1.0 - u)))
@@ -680,14 +676,14 @@ def test_a_line_strung_between_two_points_holds_its_pinned_end(
         ),
         backend=backend,
     )
-    sim = Simulation(model, SolverSettings(substeps=substeps))
+    sim = Simulation(model, SolverSettings(substeps=16))
     end = np.array([span, 0.0, 0.0])
     sim.add_constraint(PointPath(0, links - 1, lambda t: end))
     worst = 0.0
     for _ in range(48):
         sim.advance(1 / 24, STILL)
         worst = max(worst, np.linalg.norm(sim.points()[-1] - end))
-    assert worst < bound
+    assert worst < 1e-3
 
 
 def test_a_path_constraint_switches_off_and_the_tip_falls_free(backend):
