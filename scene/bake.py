@@ -247,11 +247,15 @@ class BakeJob:
         return objects
 
     def warnings(self) -> list[str]:
-        """One line per system whose strands fell back in the frames simulated so far."""
+        """One line per system whose strands fell back, and one per system whose pinned tips
+        trailed their Pin Object, in the frames simulated so far."""
         return [
             f"object {recording.ob.name!r}: {summary}"
             for recording in self._recordings
-            for summary in (recording.runtime.fallback_report(),)
+            for summary in (
+                recording.runtime.fallback_report(),
+                recording.runtime.trailing_summary(),
+            )
             if summary
         ]
 

@@ -346,9 +346,9 @@ def status(ob: bpy.types.Object) -> tuple[str, str]:
     size = state.cached_bytes()
     memory = f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{size / 2**10:.0f} kB"
     cached = f"{len(frames)} frames cached ({frames[0]}–{frames[-1]}), {memory} in memory"
-    fell_back = state.fallback_summary()
-    if fell_back:
-        return f"{cached}; {fell_back}", "ERROR"
+    problems = [line for line in (state.fallback_summary(), state.trailing_summary()) if line]
+    if problems:
+        return "; ".join([cached, *problems]), "ERROR"
     return cached, "INFO"
 
 

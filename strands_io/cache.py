@@ -355,6 +355,10 @@ class StrandSystemRuntime:
         self.fallbacks: dict[int, tuple[Fallback, ...]] = {}
         """The simulated frames in which strands fell back (the engine's :class:`Fallback`:
         a step that failed even halved as often as it may be carried them rigidly)."""
+        self._pinned: PinnedTips | None = None
+        self.trailing: dict[int, float] = {}
+        """The simulated frames in which a pinned tip ended farther from its target than half
+        its last link's length: the largest such distance (m)."""
 
     @property
     def last_frame(self) -> int | None:
@@ -381,6 +385,7 @@ class StrandSystemRuntime:
         """Forget every simulated frame; the next request starts again from the rest shape."""
         self.frames.clear()
         self.fallbacks.clear()
+        self.trailing.clear()
         self.error = ""
         self._failure = None
         self.failed_frame = None
@@ -407,6 +412,17 @@ class StrandSystemRuntime:
             f"{self.fallback_summary()}. Their step failed even halved five times and they "
             f"were held rigid for it: first {self.model.strand_names[first.strand]!r} at frame "
             f"{first_frame}, {first.reason}"
+        )
+
+    def trailing_summary(self) -> str:
+        """A short line for the status on pinned tips left behind by their Pin Object in the
+        simulated frames ("" if none)."""
+        if not self.trailing:
+            return ""
+        return (
+            f"pinned tips up to {1e3 * max(self.trailing.values()):.0f} mm off their Pin Object "
+            f"in {len(self.trailing)} frame(s) from frame {min(self.trailing)}: raise Steps per "
+            "Second, or give the strands slack"
         )
 
     def frame_fallbacks(self, frame: int) -> str:
@@ -491,8 +507,8 @@ class StrandSystemRuntime:
         simulation.reset(base_poses=self.prepared.matrices_at(self.prepared.frame_start))
         if self._start_rotations is not None:
             simulation.state.q[...] = self._start_rotations
-        if self.prepared.pin is not None:
-            pin_tips(simulation, self.prepared.pin)
+        pin = self.prepared.pin
+        self._pinned = None if pin is None else pin_tips(simulation, pin)
         self.simulation = simulation
         self.frames[self.prepared.frame_start] = simulation.points().astype(np.float32)
 
@@ -535,8 +551,21 @@ class StrandSystemRuntime:
                 raise
             if stats.fallbacks:
                 self.fallbacks[step_frame] = stats.fallbacks
-            self.frames[step_frame] = simulation.points().astype(np.float32)
+            points = simulation.points()
+            if self._pinned is not None:
+                self._note_trailing(step_frame, points, simulation.time)
+            self.frames[step_frame] = points.astype(np.float32)
         return self.frames[frame]
+
+    def _note_trailing(self, frame: int, points: np.ndarray, time: float) -> None:
+        # Half the last link: a tip that far off its pin shows it, and one that reaches its pin
+        # keeps within a fraction of a millimetre.
+        tips = self.model.point_offsets[1:] - 1
+        rest = self.layout.rest_points
+        allowed = 0.5 * np.linalg.norm(rest[tips] - rest[tips - 1], axis=1)
+        off = np.linalg.norm(points[tips] - self._pinned.targets(time), axis=1)
+        if (off > allowed).any():
+            self.trailing[frame] = float(off.max())
 
     def _set_animated_parameters(self, settings: StrandSettings, values: dict) -> None:
         # The values at a frame drive the step that ends on it.
@@ -646,6 +675,11 @@ class PinnedTips:
         self._time: float | None = None
         self._pose: tuple[np.ndarray, np.ndarray] | None = None
 
+    def targets(self, time: float) -> np.ndarray:
+        """Every tip's target, world (n_tips, 3) m, at the time (s)."""
+        rotation, position = self._pose_at(time)
+        return self.offsets @ rotation.T + position
+
     def path(self, tip: int) -> Callable[[float], np.ndarray]:
         """Tip ``tip``'s target, world (3,) m, as a function of the time (s)."""
         offset = self.offsets[tip]
@@ -665,14 +699,15 @@ class PinnedTips:
         return self._pose
 
 
-def pin_tips(simulation: Simulation, pin: BaseTrajectory) -> None:
+def pin_tips(simulation: Simulation, pin: BaseTrajectory) -> PinnedTips:
     """Pin the tip of every strand of ``simulation`` (each drawn curve's, branches' too) to the
     motion ``pin`` with a point-to-path constraint on its last link, each keeping its offset in
-    the pin's frame from the simulation's current state (its start)."""
+    the pin's frame from the simulation's current state (its start); their targets."""
     model = simulation.model
     tips = PinnedTips(pin, simulation.points()[model.point_offsets[1:] - 1])
     for strand, link_count in enumerate(np.diff(model.link_offsets)):
         simulation.add_constraint(PointPath(strand, int(link_count) - 1, tips.path(strand)))
+    return tips
 
 
 @dataclass(frozen=True, eq=False)

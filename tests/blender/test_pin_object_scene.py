@@ -121,6 +121,26 @@ def test_the_live_preview_pins_the_tips_and_editing_the_pin_outdates_it(factory_
     assert "the pin object or its animation changed" in text
 
 
+def test_tips_the_pin_leaves_behind_are_reported_in_the_status_and_the_bake(factory_scene, capsys):
+    """The pin runs 60 cm away from strands of 32 cm whose roots stay: the tips trail it, and
+    the system's status and a bake's warnings say so (as they do for strands held rigid), with
+    what to do."""
+    ob, pin = _pinned_fringe(factory_scene)
+    pin.location = (0.8, 0.0, 0.0)
+    pin.keyframe_insert("location", frame=LAST_FRAME)
+    select_only(ob)
+    assert bpy.ops.oriented_strands.free_cache() == {"FINISHED"}
+    for frame in range(1, LAST_FRAME + 1):
+        factory_scene.frame_set(frame)
+    text, icon = system_status(ob)
+    assert icon == "ERROR"
+    assert "mm off their Pin Object" in text
+    assert "raise Steps per Second" in text
+    assert bpy.ops.oriented_strands.bake_shape_keys() == {"FINISHED"}
+    printed = capsys.readouterr().out
+    assert "Oriented Strands: warning: object 'fringe': pinned tips up to" in printed
+
+
 def test_a_deleted_pin_object_is_named_and_changes_nothing(factory_scene):
     ob, pin = _pinned_fringe(factory_scene)
     message = "'fringe': its Pin Object 'pin' is not in the scene"

@@ -209,6 +209,41 @@ def test_pinned_tips_keep_their_start_offset_in_the_pins_frame():
         np.testing.assert_allclose(tips, targets, atol=2e-3)
 
 
+def test_tips_left_behind_by_their_pin_are_reported_and_tips_that_follow_are_not():
+    """The pin slides 5 cm (in reach: nothing reported), or 50 cm away along x (30 cm strands
+    whose roots stay: the tips trail it, and the status line says by how much and from which
+    frame, and how to help it)."""
+    chosen = settings(frame_end=PIN_FRAMES, segment_count=4)
+    reached = samples(SAGGING, frame_end=PIN_FRAMES)
+    reached.pin_matrices[:] = list(_sliding())
+    following = StrandSystemRuntime(reached.prepared(FPS, ""))
+    following.build(chosen, Values())
+    following.points_at(PIN_FRAMES, chosen, Values())
+    assert following.trailing == {}
+    assert following.trailing_summary() == ""
+
+    fleeing = _sliding()
+    fleeing[:, 0, 0, 3] += np.linspace(0.0, 0.5, PIN_FRAMES)
+    left = samples(SAGGING, frame_end=PIN_FRAMES)
+    left.pin_matrices[:] = list(fleeing)
+    trailing = StrandSystemRuntime(left.prepared(FPS, ""))
+    trailing.build(chosen, Values())
+    tips = trailing.points_at(PIN_FRAMES, chosen, Values())[[4, 9]]
+
+    first = min(trailing.trailing)
+    assert 1 < first < PIN_FRAMES
+    offsets = np.linalg.inv(fleeing[0, 0]) @ np.array([np.append(s[-1], 1.0) for s in SAGGING]).T
+    off = np.linalg.norm(tips - (fleeing[-1, 0] @ offsets)[:3].T, axis=1).max()
+    assert trailing.trailing[PIN_FRAMES] == pytest.approx(off, rel=1e-5)
+    summary = trailing.trailing_summary()
+    assert (
+        f"off their Pin Object in {len(trailing.trailing)} frame(s) from frame {first}" in summary
+    )
+    assert "raise Steps per Second" in summary
+    trailing.free_frames()
+    assert trailing.trailing == {}
+
+
 def test_obstacles_count_as_moved_beyond_float32_round_off():
     collected = samples([STRAND], frame_end=2)
     collected.obstacles = ObstacleShapes((Sphere(0.1),), ("ball",))
