@@ -194,46 +194,53 @@ def _sliding() -> np.ndarray:
     return matrices
 
 
-def test_pinned_tips_keep_their_start_offset_in_the_pins_frame():
-    collected = samples(SAGGING, frame_end=PIN_FRAMES)
-    collected.pin_matrices[:] = list(_sliding())
-    runtime = StrandSystemRuntime(collected.prepared(FPS, ""))
-    chosen = settings(frame_end=PIN_FRAMES, segment_count=4)
-    runtime.build(chosen, Values())
+PINNED = settings(frame_end=PIN_FRAMES, segment_count=4)
+PINNED_TIPS = [4, 9]
 
+
+def _pinned_runtime(matrices: np.ndarray) -> StrandSystemRuntime:
+    """The runtime of :data:`SAGGING` with their tips pinned to a pin whose world transforms
+    are ``matrices`` (PIN_FRAMES, 1, 4, 4), built with :data:`PINNED`."""
+    collected = samples(SAGGING, frame_end=PIN_FRAMES)
+    collected.pin_matrices[:] = list(matrices)
+    runtime = StrandSystemRuntime(collected.prepared(FPS, ""))
+    runtime.build(PINNED, Values())
+    return runtime
+
+
+def _tip_targets(matrices: np.ndarray) -> np.ndarray:
+    """Where the pin of ``matrices`` takes the drawn tips of :data:`SAGGING` at every frame,
+    (PIN_FRAMES, 2, 3): their offsets in its frame at the first, carried by it."""
     drawn_tips = np.array([np.append(strand[-1], 1.0) for strand in SAGGING]).T
-    offsets = np.linalg.inv(_sliding()[0, 0]) @ drawn_tips
+    offsets = np.linalg.inv(matrices[0, 0]) @ drawn_tips
+    return (matrices[:, 0] @ offsets)[:, :3].transpose(0, 2, 1)
+
+
+def test_pinned_tips_keep_their_start_offset_in_the_pins_frame():
+    runtime = _pinned_runtime(_sliding())
+    targets = _tip_targets(_sliding())
     for frame in range(1, PIN_FRAMES + 1):
-        tips = runtime.points_at(frame, chosen, Values())[[4, 9]]
-        targets = (_sliding()[frame - 1, 0] @ offsets)[:3].T
-        np.testing.assert_allclose(tips, targets, atol=2e-3)
+        tips = runtime.points_at(frame, PINNED, Values())[PINNED_TIPS]
+        np.testing.assert_allclose(tips, targets[frame - 1], atol=2e-3)
 
 
 def test_tips_left_behind_by_their_pin_are_reported_and_tips_that_follow_are_not():
     """The pin slides 5 cm (in reach: nothing reported), or 50 cm away along x (30 cm strands
     whose roots stay: the tips trail it, and the status line says by how much and from which
     frame, and how to help it)."""
-    chosen = settings(frame_end=PIN_FRAMES, segment_count=4)
-    reached = samples(SAGGING, frame_end=PIN_FRAMES)
-    reached.pin_matrices[:] = list(_sliding())
-    following = StrandSystemRuntime(reached.prepared(FPS, ""))
-    following.build(chosen, Values())
-    following.points_at(PIN_FRAMES, chosen, Values())
+    following = _pinned_runtime(_sliding())
+    following.points_at(PIN_FRAMES, PINNED, Values())
     assert following.trailing == {}
     assert following.trailing_summary() == ""
 
     fleeing = _sliding()
     fleeing[:, 0, 0, 3] += np.linspace(0.0, 0.5, PIN_FRAMES)
-    left = samples(SAGGING, frame_end=PIN_FRAMES)
-    left.pin_matrices[:] = list(fleeing)
-    trailing = StrandSystemRuntime(left.prepared(FPS, ""))
-    trailing.build(chosen, Values())
-    tips = trailing.points_at(PIN_FRAMES, chosen, Values())[[4, 9]]
+    trailing = _pinned_runtime(fleeing)
+    tips = trailing.points_at(PIN_FRAMES, PINNED, Values())[PINNED_TIPS]
 
     first = min(trailing.trailing)
     assert 1 < first < PIN_FRAMES
-    offsets = np.linalg.inv(fleeing[0, 0]) @ np.array([np.append(s[-1], 1.0) for s in SAGGING]).T
-    off = np.linalg.norm(tips - (fleeing[-1, 0] @ offsets)[:3].T, axis=1).max()
+    off = np.linalg.norm(tips - _tip_targets(fleeing)[-1], axis=1).max()
     assert trailing.trailing[PIN_FRAMES] == pytest.approx(off, rel=1e-5)
     summary = trailing.trailing_summary()
     assert (
