@@ -6,10 +6,15 @@ One substep with constraints
    frames and velocities of the state, so every query point (``fractions`` along each colliding
    link), path point and joint has its position and velocity at ``t``; the animated targets are
    sampled at ``t − h``, ``t`` and ``t + h``.
-2. **Free step**: the ordinary implicit (or explicit) step, without any constraint force. Its
-   result is the state extrapolated to ``t + h`` that the swept contact query looks ahead to, and
-   it holds nothing of the previous step's constraint forces: the paper's "remove the effect of
-   the previous step's constraint forces" (§4, last paragraph) holds by construction.
+2. **Free step**: the ordinary implicit (or explicit) step. Its result is the state
+   extrapolated to ``t + h`` that the swept contact query looks ahead to. The only constraint
+   forces in it are those of the points on paths at the end of the step before, held as loads
+   at their points (:class:`HeldLoad`, ``Control.constraint_force``); the contacts' and joint
+   limits' are left out, so for them the paper's "remove the effect of the previous step's
+   constraint forces" (§4, last paragraph) holds by construction. A path's force is held
+   because a free step without it runs to where the rows' linearisation no longer holds: a
+   line pinned nearly taut and let go is flung centimetres along itself by its own tension
+   within the step, and corrected from there its end sagged 25 cm out of its pin.
 3. **Contacts** (:meth:`ConstraintSolver.resolve`, :mod:`.contacts`): contacts from
    :func:`.obstacles.find_contacts` between the points at ``t`` and at the free ``t + h``
    correct the free step first, in joint space: their regularised laws (normal force ``κ`` times
@@ -42,8 +47,12 @@ One substep with constraints
    factorised again at the free step's end, on a model of those trees only (so a tree's step depends
    only on the tree).
 5. **LCP** per tree, all trees in one batch (:func:`.lcp.solve_lcp`): ``A = h G N⁻¹ Gᵀ``
-   (row velocity per newton), ``b = v_desired − v_free``, so ``w = A x − b`` is the row's velocity
-   at ``t + h`` above its desired value (rows are paired with padding, blocks of two). Desired
+   (row velocity per newton), ``b = v_desired − v_free + A x_held``, so ``w = A x − b`` is the
+   row's velocity at ``t + h`` above its desired value (rows are paired with padding, blocks of
+   two). ``x_held`` is the force a path's row starts from (0 for other rows): the LCP solves for
+   the total force, from there, and the correction applies its change, so a compliant row's
+   regularisation bounds its whole force (not just its change in a step, which would let the
+   pull on a target out of reach grow without end). Desired
    velocities at ``t + h`` (the velocity form of eq. 14–17 that backward Euler calls for):
 
    - joint limit, ``[0, ∞)``: the swing (or twist) angle at ``t + h``, linearised about the start
@@ -63,7 +72,8 @@ One substep with constraints
 6. **Apply**: the joint torques of all forces, one solve, ``w⁺ += h solve(Gᵀ x)``,
    ``q⁺ = q ⊗ exp(h w⁺)``. With two or more passes (by default for the trees with joint-limit
    rows in the substep, see :class:`ConstraintSettings`) a Newton iteration of the backward-Euler
-   residual with the forces (the contacts' held at their values) as a load, through the free
+   residual with the forces (the contacts' held at their values, the paths' held ones in the
+   control already) as a load, through the free
    step's own kind of factorisation, makes the state consistent with the forces (the operator
    is linear; it misses the Coriolis coupling and the geometric stiffness of the forces
    themselves, though not that of the links' tension), and each further pass measures the rows
@@ -329,6 +339,15 @@ class SolverSpec:
 
 
 @dataclass(frozen=True, eq=False)
+class HeldLoad:
+    """The force (3, P), world, N, of each point on a path at the end of the last step (None:
+    none yet), and those paths (the active ones, in order)."""
+
+    forces: Any = None
+    paths: tuple = ()
+
+
+@dataclass(frozen=True, eq=False)
 class SolverRecord:
     """What a :class:`ConstraintSolver` carries from one step to the next
     (:meth:`ConstraintSolver.kept`): how its contacts rubbed, where the obstacles' last motion
@@ -340,6 +359,7 @@ class SolverRecord:
     stats: ConstraintStats
     last_contacts: StepContacts | None
     start: ConstraintStart
+    held: HeldLoad
 
 
 class ConstraintSolver:
@@ -383,6 +403,7 @@ class ConstraintSolver:
         # What the last substep's contact correction did (None without contacts in it).
         self.last_contacts: StepContacts | None = None
         self._start = ConstraintStart()
+        self._held = HeldLoad()
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -452,6 +473,7 @@ class ConstraintSolver:
             self.stats,
             self.last_contacts,
             self._start,
+            self._held,
         )
 
     def restore(self, record: SolverRecord) -> None:
@@ -461,6 +483,7 @@ class ConstraintSolver:
             self.contacts.set_motion(record.placement)
         self.stats, self.last_contacts = record.stats, record.last_contacts
         self._start = record.start
+        self._held = record.held
 
     @property
     def obstacle_motion(self) -> ObstacleMotion | None:
@@ -474,6 +497,7 @@ class ConstraintSolver:
             self.contacts.reset()
         self.stats = ConstraintStats()
         self._start = ConstraintStart()
+        self._held = HeldLoad()
 
     def set_obstacle_motion(self, motion: ObstacleMotion) -> None:
         """Obstacle poses and velocities for the next substep."""
@@ -530,6 +554,27 @@ class ConstraintSolver:
             settings.path_damping,
             settings.path_speed,
         )
+        paths = tuple(c for c in active if isinstance(c, PointPath))
+        held = self._held
+        if len(held.paths) != len(paths) or any(
+            a is not b for a, b in zip(held.paths, paths, strict=True)
+        ):
+            self._held = held = HeldLoad(paths=paths)
+        control.constraint_force = control.constraint_lever = None
+        if held.forces is not None:
+            links, fractions = self._start.paths.links, self._start.paths.fractions
+            lever = (fractions - 0.5) * model.length[links]
+
+            def on_links(forces: Any) -> Any:
+                return model.xp.stack(
+                    [
+                        model.xp.bincount(links, weights=forces[axis], minlength=model.n_links)
+                        for axis in range(3)
+                    ]
+                )
+
+            control.constraint_force = on_links(held.forces)
+            control.constraint_lever = on_links(lever * held.forces)
 
     def resolve(
         self,
@@ -569,9 +614,16 @@ class ConstraintSolver:
             limit_count = rows.tree.shape[0]
             limited_trees = rows.tree
             parts.append(rows.with_padding(xp))
-        if self._start.paths is not None:
-            rows = path_rows(model, data, self._start.paths)
+        paths = self._start.paths
+        on_paths = slice(0)
+        if paths is not None:
+            held = self._held.forces
+            if held is None:
+                held = xp.zeros((3, paths.links.shape[0]), dtype=model.backend.float)
+            rows = path_rows(model, data, paths, held)
             bilateral_rows += rows.tree.shape[0]
+            first = sum(part.tree.shape[0] for part in parts)
+            on_paths = slice(first, first + 2 * rows.tree.shape[0], 2)
             parts.append(rows.with_padding(xp))
         if self._start.rotations is not None:
             rows = rotation_rows(model, self._start.rotations)
@@ -594,9 +646,22 @@ class ConstraintSolver:
                 # step does not depend on the others (nor on how trees are grouped in workers).
                 repeated = xp.zeros(model.n_trees, dtype=bool)
                 repeated[limited_trees] = True
-        largest = self._apply(data, state, control, rows, h, out, int(passes), repeated)
-        self.stats = ConstraintStats(largest, contacts, limit_count, bilateral_rows)
+        dense = DenseRows.of(model, rows)
+        force = self._apply(data, state, control, dense, h, out, int(passes), repeated)
+        if paths is not None:
+            self._hold(rows.direction[:, on_paths], dense.per_row(force)[on_paths])
+        self.stats = ConstraintStats(dense.size, contacts, limit_count, bilateral_rows)
         self._settle(memory, constrained | touching)
+
+    def _hold(self, direction: Any, force: Any) -> None:
+        """Hold the forces of the points on paths that the step ended with, from their rows'
+        directions (3, 3P) and forces (3P,) (:func:`.rows.path_rows`: three rows a point), into
+        the next step's free step (:attr:`.Control.constraint_force`) and rows."""
+        xp = self.model.xp
+        count = force.shape[0] // 3
+        forces = xp.sum(direction.reshape(3, 3, count) * force.reshape(1, 3, count), axis=1)
+        forces = xp.where(xp.isfinite(forces), forces, 0.0)
+        self._held = HeldLoad(forces, self._held.paths)
 
     def _settle(self, memory: StepMemory, constrained: Any) -> None:
         """Record the trees that took constraint forces in the step, contacts' or rows'
@@ -652,20 +717,18 @@ class ConstraintSolver:
         data: Data,
         state: State,
         control: Control,
-        rows: Rows,
+        dense: DenseRows,
         h: float,
         out: State,
         passes: int,
         repeated: Any = None,
-    ) -> int:
+    ) -> Any:
         """Solve the rows' LCP and correct ``out`` in ``passes`` passes (module docstring, steps
         4–6), the passes after the first for the trees ``repeated`` ((T,) bool; None: all);
-        returns the largest tree's row count."""
+        returns the rows' forces (T, m)."""
         model, xp, settings = self.model, self.model.xp, self.settings
-        dense = DenseRows.of(model, rows)
-        counts, m, n_trees, loaded = dense.counts, dense.size, model.n_trees, dense.loaded
+        counts, n_trees, loaded = dense.counts, model.n_trees, dense.loaded
         groups = size_groups(model.backend, counts)
-        dtype = model.backend.float
         link, fraction, direction, joint = dense.link, dense.fraction, dense.direction, dense.joint
         lower, upper, target = dense.lower, dense.upper, dense.target
         arm = arms(model, data, link, fraction)
@@ -681,11 +744,13 @@ class ConstraintSolver:
             model, data, link, arm, direction, lower >= 0.0, weakness, settings.buckling_tilt
         )
 
-        force = xp.zeros((n_trees, m), dtype=dtype)
+        # The forces held from the last step act in the free step already (begin).
+        initial = dense.initial
+        force = initial.copy()
         # The rows' trees take a first-order step (the operator and the rows' targets are
         # backward Euler's); the others keep their free step as it was.
         rowed = xp.zeros(n_trees, dtype=bool)
-        rowed[rows.tree] = True
+        rowed[dense.tree] = True
         rowed_links = rowed[model.link_tree]
         integrators.first_order_step(out, rowed)
         backward_euler = integrators.Scheme.backward_euler(state.w, h)
@@ -744,7 +809,7 @@ class ConstraintSolver:
                     arms(model, data, link, fraction),
                     applied,
                     joint,
-                    force,
+                    force - initial,
                     loaded,
                 )
                 r[:, :loaded] -= load
@@ -753,4 +818,4 @@ class ConstraintSolver:
                     update = xp.where(repeated[model.link_tree], update, 0.0)
                 out.w += update
                 out.q[...] = rotations()
-        return m
+        return force

@@ -34,11 +34,13 @@ class DenseRows:
     ----------
     counts : (T,) int, host
         Each tree's row count.
-    link, fraction, direction, joint, lower, upper, target : as in :class:`.rows.Rows`
+    link, fraction, direction, joint, lower, upper, target, initial : as in :class:`.rows.Rows`
         ``link`` of a padding row is its tree's root (a link of the tree, never loaded).
     loaded : int
         The number of level-major links down to the deepest row's level: a load reaches only
         the levels above it.
+    tree, rank : (R,) int
+        Where each of the rows lies in the layout (tree, column), in the rows' own order.
     """
 
     counts: np.ndarray
@@ -49,7 +51,10 @@ class DenseRows:
     lower: Any
     upper: Any
     target: Any
+    initial: Any
     loaded: int
+    tree: Any
+    rank: Any
 
     @classmethod
     def of(cls, model: Model, rows: Rows) -> DenseRows:
@@ -73,6 +78,8 @@ class DenseRows:
 
         link = xp.broadcast_to(xp.arange(n_trees)[:, None], (n_trees, m)).copy()
         link[tree, rank] = rows.link[order]
+        rank_of_row = xp.empty_like(rank)
+        rank_of_row[order] = rank
         return cls(
             counts=counts,
             link=link,
@@ -82,9 +89,16 @@ class DenseRows:
             lower=dense(rows.lower, 0.0),
             upper=dense(rows.upper, 0.0),
             target=dense(rows.target, 0.0),
+            initial=dense(rows.initial, 0.0),
             # Every pass loads the links down to the deepest row's level (one number read back).
             loaded=model.level_bounds[model.depth_of(to_host(xp.max(link)))][1],
+            tree=rows.tree,
+            rank=rank_of_row,
         )
+
+    def per_row(self, values: Any) -> Any:
+        """Laid-out values (T, m) back in the rows' own order (R,)."""
+        return values[self.tree, self.rank]
 
     @property
     def size(self) -> int:

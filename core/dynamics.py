@@ -353,8 +353,12 @@ def inverse_dynamics(model: Model, data: Data, q: Any, w: Any, wdot: Any, contro
     moment *= model.inertia
     omega_local = matTvec(xp, oR, omega)
     add_cross(xp, moment, omega_local, model.inertia * omega_local)
+    if control.constraint_force is not None:
+        force -= control.constraint_force
     f[:3] = matvec(xp, oR, moment)
     add_cross(xp, f[:3], c, force)
+    if control.constraint_force is not None:
+        f[:3] -= cross(xp, oR[:, 1], control.constraint_lever)
 
     _accumulate_up(model, f)
     data.tau[...] = _project_on_joints(model, data, f)

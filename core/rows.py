@@ -92,7 +92,9 @@ class Rows:
     link (0 for joint rows); direction : (3, R) world force direction,
     or the link-frame torque axis of a joint row; joint : (R,) bool; lower, upper : (R,) bounds;
     target : (R,) m/s or rad/s, the desired velocity at ``t + h`` along the row (of the point,
-    world; of the joint, link frame); bounded rows stop pushing above it.
+    world; of the joint, link frame); bounded rows stop pushing above it; initial : (R,) the
+    force the row starts from (N or N·m): a path's force held from the last step
+    (:class:`.constraints.HeldLoad`), 0 elsewhere.
     """
 
     tree: Any
@@ -103,6 +105,7 @@ class Rows:
     lower: Any
     upper: Any
     target: Any
+    initial: Any
 
     def with_padding(self, xp: Any) -> Rows:
         """Each row followed by a padding row (no load, force held at 0), so that rows come in
@@ -124,6 +127,7 @@ class Rows:
             lower=zero(self.lower),
             upper=zero(self.upper),
             target=zero(self.target),
+            initial=zero(self.initial),
         )
 
     @staticmethod
@@ -137,6 +141,7 @@ class Rows:
             "lower",
             "upper",
             "target",
+            "initial",
         )
         return Rows(
             **{
@@ -354,10 +359,11 @@ def limit_overshoot(
     return model.backend.to_host(dynamics.tree_max(model, overshoot))
 
 
-def path_rows(model: Model, data: Data, start: PathStart) -> Rows:
+def path_rows(model: Model, data: Data, start: PathStart, held: Any) -> Rows:
     """Three bilateral rows per point: along the line from its tree's root joint to the point,
-    and two across it. A chain stretched toward an unreachable target can hardly move its point
-    along that line: in this basis that is one weak row, which the solver makes compliant
+    and two across it, starting from the point's ``held`` force (3, P), world, N. A chain
+    stretched toward an unreachable target can hardly move its point along that line: in this
+    basis that is one weak row, which the solver makes compliant
     (:func:`.delassus.weak_rows`), rather than a near-singular block of world-axis rows (each
     with a healthy diagonal) that asks for huge, nearly cancelling forces."""
     xp = model.xp
@@ -381,6 +387,7 @@ def path_rows(model: Model, data: Data, start: PathStart) -> Rows:
         lower=-infinite,
         upper=infinite,
         target=xp.concatenate([dot(axis, desired) for axis in basis]),
+        initial=xp.concatenate([dot(axis, held) for axis in basis]),
     )
 
 
@@ -455,6 +462,7 @@ def joint_rows(
         lower=xp.zeros(count, dtype=dtype) if unilateral else -infinite,
         upper=infinite,
         target=target,
+        initial=xp.zeros(count, dtype=dtype),
     )
 
 

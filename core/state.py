@@ -261,6 +261,12 @@ class Control:
         link's centre of mass is damped toward ``interaction_velocity`` (3, N), m/s, world, with
         this coefficient, and pushed by ``interaction_force`` (3, N), N, world. None (all
         three): no interaction.
+    constraint_force : (3, N) float or None, N, world
+        The forces of the points on animated paths at the end of the last step, held through
+        this one (:mod:`.constraints`), summed per link at its centre of mass, with
+        ``constraint_lever`` (3, N), N·m: the sum of each force times its point's distance from
+        the centre of mass along the link's axis ``y``, so that their moment about it is
+        ``y × constraint_lever``. None (both): none held.
 
     The per-link fields are replaced, never written into, except ``wind_velocity`` and
     ``external_force``, which force fields fill in place: so the parameters of
@@ -289,6 +295,8 @@ class Control:
     interaction_damping: Any = None
     interaction_velocity: Any = None
     interaction_force: Any = None
+    constraint_force: Any = None
+    constraint_lever: Any = None
 
     # The fields that force fields fill in place (:mod:`.fields`); every other field is replaced,
     # never written into.
@@ -312,6 +320,8 @@ class Control:
         "interaction_damping",
         "interaction_velocity",
         "interaction_force",
+        "constraint_force",
+        "constraint_lever",
     )
 
     def __setattr__(self, name: str, value: Any) -> None:

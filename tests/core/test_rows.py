@@ -34,7 +34,7 @@ def test_swing_and_twist_recover_the_angles_a_joint_was_turned_by(backend):
 def test_a_points_three_rows_run_along_the_line_from_its_root_and_across_it(backend):
     """A point on a bent strand gets three bilateral rows on orthonormal directions, the first
     along the line from the strand's root joint to the point, each asking for the desired
-    velocity's component along it."""
+    velocity's component along it and starting from the held force's."""
     points = np.array([[0.0, 0.0, 0.0], [0.1, 0.0, 0.0], [0.1, 0.1, 0.0], [0.1, 0.1, -0.1]])
     model = build_model([StrandSpec(points)], backend=backend)
     data = dynamics.Data.for_model(model)
@@ -44,13 +44,15 @@ def test_a_points_three_rows_run_along_the_line_from_its_root_and_across_it(back
     link = model.backend.from_host(np.array([model.link_order[2]]))
     desired = np.array([[0.3], [-0.2], [0.5]])
     start = PathStart(link, backend.from_host(np.array([1.0])), backend.from_host(desired))
-    rows = path_rows(model, data, start)
+    held = np.array([[0.02], [0.01], [-0.03]])
+    rows = path_rows(model, data, start, backend.from_host(held))
     direction = backend.to_host(rows.direction)
     assert direction.shape == (3, 3)
     np.testing.assert_allclose(direction.T @ direction, np.eye(3), atol=1e-12)
     along = points[3] - points[0]
     np.testing.assert_allclose(direction[:, 0], along / np.linalg.norm(along), atol=1e-12)
     np.testing.assert_allclose(backend.to_host(rows.target), direction.T @ desired[:, 0])
+    np.testing.assert_allclose(backend.to_host(rows.initial), direction.T @ held[:, 0])
     assert np.all(backend.to_host(rows.lower) == -np.inf)
     assert np.all(backend.to_host(rows.upper) == np.inf)
 
@@ -66,6 +68,7 @@ def test_padding_pairs_every_row_with_one_that_holds_no_force(backend):
         lower=backend.from_host(np.array([0.0, -np.inf])),
         upper=backend.from_host(np.array([np.inf, np.inf])),
         target=backend.from_host(np.array([0.2, -0.1])),
+        initial=backend.from_host(np.array([0.0, 0.3])),
     )
     padded = rows.with_padding(xp)
     host = backend.to_host
@@ -75,6 +78,7 @@ def test_padding_pairs_every_row_with_one_that_holds_no_force(backend):
     np.testing.assert_array_equal(host(padded.lower)[1::2], 0.0)
     np.testing.assert_array_equal(host(padded.upper)[1::2], 0.0)
     np.testing.assert_array_equal(host(padded.target), [0.2, 0.0, -0.1, 0.0])
+    np.testing.assert_array_equal(host(padded.initial), [0.0, 0.0, 0.3, 0.0])
 
 
 def _still_base() -> tuple[np.ndarray, np.ndarray]:
