@@ -7,7 +7,9 @@ ones quicker than the long; each lantern is a mesh skinned to the last bone of i
 baked rig, so it swings and turns with the strand's end, as the paper parents its flowers to the
 strand's tip frame. Short and long strings alternate along the staff, so that neighbours hang at
 different heights, and the staff sways across its length, so that the lanterns swing side by
-side: they never touch.
+side: they never touch. A garland of pennants is strung from a post to the staff's end, its end
+held there by *Pin Object* (the paper's point-to-path constraint): it follows the dance, its
+slack rippling along the line.
 
 Run from the repository root in the Blender venv::
 
@@ -16,7 +18,8 @@ Run from the repository root in the Blender venv::
 Its figures: how far the lanterns swung from under their roots (in the staff's frame) while the
 staff danced; how much any string stretched; once the staff is still, the longest string's swing
 period against the closed form of the rigid pendulum of its mass distribution at the amplitude
-it swings with; and the smallest distance between any two lanterns' centres over the shot.
+it swings with; the smallest distance between any two lanterns' centres over the shot; and how
+far the garland's end ever was from the staff's end it is pinned to.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ SEGMENTS = 16
 MASS_TIP, MASS_SHAPE = 800.0, 40.0
 LANTERN_RADIUS, LANTERN_HEIGHT = 0.055, 0.075  # m, half-height
 GRAVITY = 9.81
+POST = np.array([-1.75, 0.0, 1.8])  # m, the top of the garland's post
+GARLAND_SLACK = 0.12
+GARLAND_SEGMENTS = 24
+PENNANT_WIDTH, PENNANT_DROP = 0.07, 0.09  # m
 
 
 def _strings() -> list[np.ndarray]:
@@ -50,6 +57,20 @@ def _strings() -> list[np.ndarray]:
         direction = np.array([math.sin(lean), 0.0, -math.cos(lean)])
         strings.append(root + np.linspace(0.0, length, SEGMENTS + 1)[:, None] * direction)
     return strings
+
+
+def _staff_end() -> np.ndarray:
+    """The staff's left end, where the garland is pinned (at the start, still)."""
+    return STAFF - np.array([0.5 * STAFF_LENGTH, 0.0, 0.0])
+
+
+def _garland() -> np.ndarray:
+    """The garland drawn from the post's top to the staff's end: a parabola sagging so that the
+    line is :data:`GARLAND_SLACK` longer than the span."""
+    span = _staff_end() - POST
+    sag = math.sqrt(3.0 / 8.0 * GARLAND_SLACK) * np.linalg.norm(span)
+    u = np.linspace(0.0, 1.0, 65)[:, None]
+    return POST + u * span - np.array([0.0, 0.0, 4.0 * sag]) * u * (1.0 - u)
 
 
 def pendulum_period(length: float, amplitude: float) -> float:
@@ -129,6 +150,25 @@ def build(bpy, quick: bool) -> staging.Example:
     staging.add_strand_system(bpy, strings, parameters)
     longest = int(np.argmax(STRING_LENGTHS))
 
+    post_mesh = staging.cylinder_mesh(bpy, "Post", 0.03, POST[2])
+    staging.placed(bpy, post_mesh, (POST[0], POST[1], 0.5 * POST[2]), wood)
+    # The garland's end rides an empty at the staff's end: Pin Object carries it there.
+    pin = staging.link(bpy, bpy.data.objects.new("Staff end", None))
+    pin.location = _staff_end()
+    staging.parent_keeping_place(bpy, pin, dancer)
+    garland = staging.poly_curve(bpy, "Garland", [_garland()])
+    garland.data.materials.append(cord)
+    garland_parameters = {
+        "segment_count": GARLAND_SEGMENTS,
+        "radius": 0.0015,
+        "youngs_modulus": 0.002,
+        "shear_modulus": 0.001,
+        "air_drag": 2.0,
+        "use_collisions": False,
+        "pin_object": pin,
+    }
+    staging.add_strand_system(bpy, garland, garland_parameters)
+
     def measure(played: dict, matrices: np.ndarray) -> dict:
         points = staging.in_frame(played["Strings"], matrices)
         chains = points.reshape(len(points), len(STRING_LENGTHS), SEGMENTS + 1, 3)
@@ -146,8 +186,14 @@ def build(bpy, quick: bool) -> staging.Example:
         period, amplitude = _swing((tips - roots)[still, longest, :2], scene.render.fps)
         length = STRING_LENGTHS[longest]
         angle = math.asin(min(1.0, amplitude / length))
+        # The staff's end, carried by the dancer from where it stood at the start.
+        moved = matrices @ np.linalg.inv(matrices[0])
+        pinned = moved[:, :3, :3] @ _staff_end() + moved[:, :3, 3]
+        garland_end = played["Garland"][:, -1]
         return {
             "tip_swing_while_dancing_m": float(away[dancing].max()),
+            "garland_end_off_pin_m": float(np.linalg.norm(garland_end - pinned, axis=1).max()),
+            "garland_end_travel_m": float(np.linalg.norm(pinned - pinned[0], axis=1).max()),
             "string_stretch_share": float(np.abs(lengths / lengths[0] - 1.0).max()),
             "swing_period_s": period,
             "swing_amplitude_rad": angle,
@@ -158,16 +204,17 @@ def build(bpy, quick: bool) -> staging.Example:
 
     def dress(bpy) -> None:
         _lanterns(bpy, bpy.data.objects["Strings_rig"])
+        _pennants(bpy, bpy.data.objects["Garland_rig"])
 
     return staging.Example(
-        title="Lanterns on strings: heavy tips swung from a dancing staff",
-        systems=[strings],
-        camera=(0.9, -2.6, 1.45),
-        target=(0.0, 0.0, 1.28),
-        lens=45.0,
+        title="Lanterns on strings: heavy tips swung from a dancing staff, a garland pinned to it",
+        systems=[strings, garland],
+        camera=(-0.25, -3.6, 1.5),
+        target=(-0.55, 0.0, 1.25),
+        lens=42.0,
         ground=ground,
         stills=(frame(0.2), frame(0.42), frame(0.75)),
-        parameters=parameters,
+        parameters={**parameters, "garland pin_object": "Staff end (on the dancer)"},
         reference=dancer,
         measure=measure,
         bake=("BONES", "HAIR"),
@@ -206,6 +253,36 @@ def _lanterns(bpy, rig) -> None:
         turned = Vector((0.0, 0.0, -1.0)).rotation_difference(Vector(down)).to_matrix().to_4x4()
         mesh.transform(Matrix.Translation(Vector(tip + LANTERN_HEIGHT * down)) @ turned)
         staging.skinned(bpy, mesh, [{last.name: 1.0}] * len(mesh.vertices), rig)
+
+
+def _pennants(bpy, rig) -> None:
+    """A triangular pennant hung below every second bone of the garland, in turn red, yellow
+    and blue, each skinned whole to its bone so that it rides and tilts with the line."""
+    from mathutils import Vector
+
+    colours = ((0.8, 0.06, 0.05), (0.95, 0.7, 0.1), (0.1, 0.25, 0.7))
+    cloth = [staging.material(bpy, f"Pennant {k}", colour, 0.7) for k, colour in enumerate(colours)]
+    bones = list(rig.data.bones)
+    weights, vertices, faces, materials = [], [], [], []
+    for index, bone in enumerate(bones[1:-1:2]):
+        head, tail = Vector(bone.head_local), Vector(bone.tail_local)
+        along = (tail - head).normalized()
+        middle = 0.5 * (head + tail)
+        first = len(vertices)
+        vertices += [
+            middle - 0.5 * PENNANT_WIDTH * along,
+            middle + 0.5 * PENNANT_WIDTH * along,
+            middle + Vector((0.0, 0.0, -PENNANT_DROP)),
+        ]
+        faces.append((first, first + 1, first + 2))
+        materials.append(index % len(colours))
+        weights += [{bone.name: 1.0}] * 3
+    mesh = bpy.data.meshes.new("Pennants")
+    mesh.from_pydata([tuple(v) for v in vertices], [], faces)
+    for material in cloth:
+        mesh.materials.append(material)
+    mesh.polygons.foreach_set("material_index", materials)
+    staging.skinned(bpy, mesh, weights, rig)
 
 
 if __name__ == "__main__":
