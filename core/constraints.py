@@ -646,6 +646,14 @@ class ConstraintSolver:
                 # step does not depend on the others (nor on how trees are grouped in workers).
                 repeated = xp.zeros(model.n_trees, dtype=bool)
                 repeated[limited_trees] = True
+        if passes > 1 and paths is not None and self._held.forces is None:
+            # Paths starting from no force take one pass: their correction is their whole force,
+            # and the Newton iteration after a correction that large does not converge (a line
+            # pinned nearly taut and swaying diverged in its first frame; from its held force,
+            # two passes hold it as one does).
+            starting = xp.zeros(model.n_trees, dtype=bool)
+            starting[model.link_tree[paths.links]] = True
+            repeated = ~starting if repeated is None else repeated & ~starting
         dense = DenseRows.of(model, rows)
         force = self._apply(data, state, control, dense, h, out, int(passes), repeated)
         if paths is not None:
