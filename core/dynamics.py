@@ -307,7 +307,8 @@ def inverse_dynamics(model: Model, data: Data, q: Any, w: Any, wdot: Any, contro
     velocities and accelerations, link forces, backward pass summing forces into parents,
     projection onto each joint. Returns ``data.tau`` (3, N), link frames, N·m; it equals
     ``M(q) wdot + c(q, w) - tau_gravity - tau_drag - tau_external`` (with the strand
-    interaction's damping and push among the external forces, :mod:`.interaction`).
+    interaction's damping and push, :mod:`.interaction`, and the constraint forces held from the
+    last step, :mod:`.constraints`, among the external forces).
     """
     xp = model.xp
     _link_frames(model, data, q, control.base_rotation)
@@ -347,14 +348,16 @@ def inverse_dynamics(model: Model, data: Data, q: Any, w: Any, wdot: Any, contro
     com_velocity *= control.drag * model.length
     force += com_velocity
     force -= control.external_force
+    if control.constraint_force is not None:
+        # Held constraint forces (constraints module): at the centre of mass, and their moment
+        # about it from the points they act at along the link.
+        force -= control.constraint_force
     # Moment about the centre of mass, I_c alpha + omega × I_c omega, in the principal frame,
     # then about the reference point.
     moment = matTvec(xp, oR, alpha)
     moment *= model.inertia
     omega_local = matTvec(xp, oR, omega)
     add_cross(xp, moment, omega_local, model.inertia * omega_local)
-    if control.constraint_force is not None:
-        force -= control.constraint_force
     f[:3] = matvec(xp, oR, moment)
     add_cross(xp, f[:3], c, force)
     if control.constraint_force is not None:

@@ -394,6 +394,44 @@ def test_joint_load_does_the_virtual_work_of_point_forces(backend, branched):
 
 
 @pytest.mark.parametrize("branched", [False, True])
+def test_held_constraint_forces_do_the_virtual_work_of_forces_at_their_points(backend, branched):
+    """Forces held at points of links (``Control.constraint_force`` at the centre of mass with
+    ``constraint_lever`` for their moment) change the inverse dynamics' joint torques by ``−τ``
+    with ``τ · δθ`` the work ``Σ F · δp`` of the forces on their points' displacements under any
+    small joint rotation, measured by forward kinematics (central differences)."""
+    model, pose, rng = _random_model(backend, 5, branched)
+    data = Data.for_model(model)
+    xp, device, host = model.xp, backend.from_host, backend.to_host
+    q = device(_random_rotations(rng, model.n_links).T)
+    w = device(rng.normal(size=(3, model.n_links)))
+    rotation, origin = device(pose[:3, :3, None]), device(pose[:3, 3, None])
+    fractions = rng.uniform(0.0, 1.0, model.n_links)
+    forces = rng.normal(size=(3, model.n_links))
+    control = _control(model, pose)
+    free = host(inverse_dynamics(model, data, q, w, w, control)).copy()
+    control.constraint_force = device(forces)
+    offsets = (fractions - 0.5) * host(model.length)
+    control.constraint_lever = device(offsets * forces)
+    held = host(inverse_dynamics(model, data, q, w, w, control)).copy()
+
+    def points(rotations):
+        forward_kinematics(model, data, rotations, rotation, origin)
+        return host(data.op + (device(fractions) * model.length) * data.oR[:, 1])
+
+    turn = rng.normal(size=(3, model.n_links))
+    epsilon = 1e-6
+
+    def turned(sign):
+        return points(
+            spatial.quat_multiply(xp, q, spatial.quat_exp(xp, device(sign * epsilon * turn)))
+        )
+
+    displacement = (turned(1.0) - turned(-1.0)) / (2 * epsilon)
+    work = float(np.sum(forces * displacement))
+    assert float(np.sum((free - held) * turn)) == pytest.approx(work, rel=1e-7)
+
+
+@pytest.mark.parametrize("branched", [False, True])
 def test_end_displacements_are_the_derivative_of_forward_kinematics(backend, branched):
     """The first-order motion of every link's end under small joint turns ``q ⊗ exp(ε δθ)``
     (:func:`end_displacements`, which the error control's estimate uses) equals the derivative
