@@ -97,7 +97,7 @@ from typing import Any
 import numpy as np
 
 from . import dynamics, integrators
-from .contacts import ContactMemory, ObstacleContacts, StepContacts
+from .contacts import ContactMemory, ObstacleContacts, StepContacts, link_sums
 from .delassus import (
     DenseRows,
     buckling_directions,
@@ -556,25 +556,15 @@ class ConstraintSolver:
         )
         paths = tuple(c for c in active if isinstance(c, PointPath))
         held = self._held
-        if len(held.paths) != len(paths) or any(
-            a is not b for a, b in zip(held.paths, paths, strict=True)
-        ):
+        if held.paths != paths:
             self._held = held = HeldLoad(paths=paths)
         control.constraint_force = control.constraint_lever = None
         if held.forces is not None:
             links, fractions = self._start.paths.links, self._start.paths.fractions
             lever = (fractions - 0.5) * model.length[links]
-
-            def on_links(forces: Any) -> Any:
-                return model.xp.stack(
-                    [
-                        model.xp.bincount(links, weights=forces[axis], minlength=model.n_links)
-                        for axis in range(3)
-                    ]
-                )
-
-            control.constraint_force = on_links(held.forces)
-            control.constraint_lever = on_links(lever * held.forces)
+            both = model.xp.concatenate((held.forces, lever * held.forces))
+            on_links = link_sums(model.xp, links, both, model.n_links)
+            control.constraint_force, control.constraint_lever = on_links[:3], on_links[3:]
 
     def resolve(
         self,

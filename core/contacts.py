@@ -971,7 +971,7 @@ def respond(
         - xp.where(sticking, kappa * STICKING_SHARE, 0.0) * tangential
         - xp.where(sliding, contacts.friction * push, 0.0) * friction.direction
     )
-    link_force = _scatter(
+    link_force = link_sums(
         xp, contacts.link, xp.concatenate((cross(xp, arm, force), force)), model.n_links
     )
     piece = xp.where(sticking, STICKING, xp.where(sliding, SLIDING, APART)).astype(xp.int8)
@@ -1084,7 +1084,7 @@ def _renew_blocks(
         + xp.where(piece == STICKING, kappa * STICKING_SHARE, 0.0) * across
     )
     spatial_block = h * _spatial_block(xp, contacts.arm, block).reshape(36, -1)
-    link_block[..., links] = _scatter(xp, link_of, spatial_block, len(links)).reshape(6, 6, -1)
+    link_block[..., links] = link_sums(xp, link_of, spatial_block, len(links)).reshape(6, 6, -1)
 
 
 def _pieces(engaged: Any, friction: Friction, xp: Any) -> Any:
@@ -1222,9 +1222,9 @@ def _skew(xp: Any, p: Any) -> Any:
     )
 
 
-def _scatter(xp: Any, link: Any, values: Any, count: int) -> Any:
-    """Per-link sums (K, count) of per-contact values (K, C) on ``link`` (C,): one bincount, so
-    the contacts of a link add up in the order they come in."""
+def link_sums(xp: Any, link: Any, values: Any, count: int) -> Any:
+    """Per-link sums (K, count) of per-item values (K, C) on ``link`` (C,) (contacts, or the
+    points on paths): one bincount, so the items of a link add up in the order they come in."""
     components = values.shape[0]
     index = (xp.arange(components)[:, None] * count + link[None]).reshape(-1)
     sums = xp.bincount(index, weights=values.reshape(-1), minlength=components * count)
