@@ -1,15 +1,15 @@
 """Lanterns on strings: heavy tips and twist (the method paper's Figure 1, the dancers' lanterns).
 
-A dancer's staff carries five paper lanterns on strings: it sways to and fro, bobs and twirls
-for the first half of the shot, then stops. Each string is a strand whose last part is hundreds
-of times heavier than the rest (*Tip Mass*), so it swings as a pendulum of its length, the short
-ones quicker than the long; each lantern is a mesh skinned to the last bone of its string's
-baked rig, so it swings and turns with the strand's end, as the paper parents its flowers to the
-strand's tip frame. Short and long strings alternate along the staff, so that neighbours hang at
-different heights, and the staff sways across its length, so that the lanterns swing side by
-side: they never touch. A garland of pennants is strung from a post to the staff's end, its end
-held there by *Pin Object* (the paper's point-to-path constraint): it follows the dance, its
-slack rippling along the line.
+A dancer holds a staff over her head by its handle; it carries five paper lanterns on strings.
+She sways to and fro, bobs and twirls for the first half of the shot, then stops. Each string is
+a strand whose last part is hundreds of times heavier than the rest (*Tip Mass*), so it swings
+as a pendulum of its length, the short ones quicker than the long; each lantern is a mesh
+skinned to the last bone of its string's baked rig, so it swings and turns with the strand's
+end, as the paper parents its flowers to the strand's tip frame. Short and long strings
+alternate along the staff, so that neighbours hang at different heights, and the staff sways
+across its length, so that the lanterns swing side by side: they never touch. A garland of
+pennants is strung from a post to the staff's end, its end held there by *Pin Object* (the
+paper's point-to-path constraint): it follows the dance, its slack rippling along the line.
 
 Run from the repository root in the Blender venv::
 
@@ -33,6 +33,8 @@ from oriented_strands import staging
 
 STAFF = np.array([0.0, 0.0, 1.55])
 STAFF_LENGTH = 1.2
+HANDLE = 0.6  # m of staff beyond its right end, where the dancer holds it
+DANCER = np.array([1.06, 0.22, 0.0])  # m, where the dancer stands, behind the handle
 # m, left to right along the staff: short and long in turn, each neighbour a lantern's height
 # and more above or below the next.
 STRING_LENGTHS = (0.22, 0.42, 0.2, 0.45, 0.24)
@@ -114,8 +116,8 @@ def build(bpy, quick: bool) -> staging.Example:
     cord = staging.material(bpy, "Cord", (0.5, 0.08, 0.05), 0.6)
     ground = staging.material(bpy, "Ground", (0.22, 0.3, 0.16), 0.9)
 
-    staff_mesh = staging.cylinder_mesh(bpy, "Staff", 0.015, STAFF_LENGTH)
-    staff = staging.placed(bpy, staff_mesh, STAFF, wood)
+    staff_mesh = staging.cylinder_mesh(bpy, "Staff", 0.015, STAFF_LENGTH + HANDLE)
+    staff = staging.placed(bpy, staff_mesh, STAFF + np.array([0.5 * HANDLE, 0.0, 0.0]), wood)
     staff.rotation_euler = (0.0, math.radians(90.0), 0.0)
     # The dance: sways, bobs and twirls until half-way, then still. Keyed on an empty that the
     # staff and the strings ride, so the strings' roots move with the staff.
@@ -135,7 +137,7 @@ def build(bpy, quick: bool) -> staging.Example:
     scene.frame_set(1)
     strings = staging.poly_curve(bpy, "Strings", _strings())
     strings.data.materials.append(cord)
-    for ob in (staff, strings):
+    for ob in (staff, strings, *_figure(bpy)):
         staging.parent_keeping_place(bpy, ob, dancer)
     parameters = {
         "segment_count": SEGMENTS,
@@ -210,8 +212,8 @@ def build(bpy, quick: bool) -> staging.Example:
         title="Lanterns on strings: heavy tips swung from a dancing staff, a garland pinned to it",
         systems=[strings, garland],
         camera=(-0.25, -3.6, 1.5),
-        target=(-0.55, 0.0, 1.25),
-        lens=42.0,
+        target=(-0.27, 0.0, 1.2),
+        lens=34.0,
         ground=ground,
         stills=(frame(0.2), frame(0.42), frame(0.75)),
         parameters={**parameters, "garland pin_object": "Staff end (on the dancer)"},
@@ -220,6 +222,63 @@ def build(bpy, quick: bool) -> staging.Example:
         bake=("BONES", "HAIR"),
         dress=dress,
     )
+
+
+def _figure(bpy) -> list:
+    """The dancer, drawn at the start of the dance: a robed figure standing behind the staff's
+    handle and holding it up over its head with both hands (its objects, to be carried by the
+    dance)."""
+    robe = staging.material(bpy, "Robe", (0.1, 0.14, 0.4), 0.8)
+    skin = staging.material(bpy, "Skin", (0.78, 0.55, 0.42), 0.6)
+    dark = staging.material(bpy, "Dancer's hair", (0.05, 0.03, 0.02), 0.45)
+    x, y, _ = DANCER
+    parts = [
+        staging.placed(
+            bpy, staging.cylinder_mesh(bpy, "Robe", 0.25, 1.0, top=0.12), (x, y, 0.5), robe
+        ),
+        staging.placed(
+            bpy, staging.cylinder_mesh(bpy, "Chest", 0.12, 0.24, top=0.16), (x, y, 1.1), robe
+        ),
+        staging.placed(bpy, staging.cylinder_mesh(bpy, "Neck", 0.04, 0.1), (x, y, 1.25), skin),
+        staging.placed(
+            bpy, staging.sphere_mesh(bpy, "Head", 0.09, (0.85, 0.95, 1.1)), (x, y, 1.36), skin
+        ),
+        # Hair drawn back into a bun.
+        staging.placed(
+            bpy,
+            staging.sphere_mesh(bpy, "Hair", 0.092, (0.88, 0.92, 1.0)),
+            (x, y + 0.015, 1.39),
+            dark,
+        ),
+        staging.placed(bpy, staging.sphere_mesh(bpy, "Bun", 0.045), (x, y + 0.1, 1.42), dark),
+    ]
+    handle_end = STAFF[0] + 0.5 * STAFF_LENGTH + HANDLE
+    for side, grip in (("L", handle_end - 0.33), ("R", handle_end - 0.02)):
+        sign = -1.0 if side == "L" else 1.0
+        shoulder = np.array([x + sign * 0.16, y, 1.2])
+        hand = np.array([grip, 0.0, STAFF[2]])
+        elbow = 0.5 * (shoulder + hand) + np.array([sign * 0.1, 0.0, -0.1])
+        for name, start, end, radius in (
+            (f"Upper arm.{side}", shoulder, elbow, 0.045),
+            (f"Forearm.{side}", elbow, hand, 0.038),
+        ):
+            parts.append(_limb(bpy, name, start, end, radius, robe if "Upper" in name else skin))
+        parts.append(
+            staging.placed(bpy, staging.sphere_mesh(bpy, f"Hand.{side}", 0.042), hand, skin)
+        )
+    return parts
+
+
+def _limb(bpy, name: str, start: np.ndarray, end: np.ndarray, radius: float, material) -> object:
+    """A round limb from ``start`` to ``end`` (m)."""
+    from mathutils import Vector
+
+    along = end - start
+    mesh = staging.cylinder_mesh(bpy, name, radius, float(np.linalg.norm(along)))
+    ob = staging.placed(bpy, mesh, 0.5 * (start + end), material)
+    ob.rotation_mode = "QUATERNION"
+    ob.rotation_quaternion = Vector((0.0, 0.0, 1.0)).rotation_difference(Vector(along))
+    return ob
 
 
 def _lanterns(bpy, rig) -> None:
