@@ -341,10 +341,12 @@ class SolverSpec:
 @dataclass(frozen=True, eq=False)
 class HeldLoad:
     """The force (3, P), world, N, of each point on a path at the end of the last step (None:
-    none yet), and those paths (the active ones, in order)."""
+    none yet), those paths (the active ones, in order), and which of them hold it ((P,) bool;
+    the others' force is zero: their tree took joint-limit rows in that step)."""
 
     forces: Any = None
     paths: tuple = ()
+    holding: Any = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -636,30 +638,46 @@ class ConstraintSolver:
                 # step does not depend on the others (nor on how trees are grouped in workers).
                 repeated = xp.zeros(model.n_trees, dtype=bool)
                 repeated[limited_trees] = True
-        if passes > 1 and paths is not None and self._held.forces is None:
+        holding = self._held.holding
+        if (
+            passes > 1
+            and paths is not None
+            and (holding is None or not bool(model.backend.to_host(xp.all(holding))))
+        ):
             # Paths starting from no force take one pass: their correction is their whole force,
             # and the Newton iteration after a correction that large does not converge (a line
             # pinned nearly taut and swaying diverged in its first frame; from its held force,
             # two passes hold it as one does).
             starting = xp.zeros(model.n_trees, dtype=bool)
-            starting[model.link_tree[paths.links]] = True
+            unheld = paths.links if holding is None else paths.links[~holding]
+            starting[model.link_tree[unheld]] = True
             repeated = ~starting if repeated is None else repeated & ~starting
         dense = DenseRows.of(model, rows)
         force = self._apply(data, state, control, dense, h, out, int(passes), repeated)
         if paths is not None:
-            self._hold(rows.direction[:, on_paths], dense.per_row(force)[on_paths])
+            # A path on a tree with joint-limit rows holds no force into the next step: the
+            # limits' forces start each step from none, so a free step carrying the path's pull
+            # without the limits' reaction ran away where the limits took the load (a line
+            # pinned with swing limits of 0.05 rad: its held pull grew to 35 kN within a second
+            # and the strand fell back).
+            limited = xp.zeros(model.n_trees, dtype=bool)
+            if limit_count:
+                limited[limited_trees] = True
+            holding = ~limited[model.link_tree[paths.links]]
+            self._hold(rows.direction[:, on_paths], dense.per_row(force)[on_paths], holding)
         self.stats = ConstraintStats(dense.size, contacts, limit_count, bilateral_rows)
         self._settle(memory, constrained | touching)
 
-    def _hold(self, direction: Any, force: Any) -> None:
+    def _hold(self, direction: Any, force: Any, holding: Any) -> None:
         """Hold the forces of the points on paths that the step ended with, from their rows'
         directions (3, 3P) and forces (3P,) (:func:`.rows.path_rows`: three rows a point), into
-        the next step's free step (:attr:`.Control.constraint_force`) and rows."""
+        the next step's free step (:attr:`.Control.constraint_force`) and rows, for the paths
+        ``holding`` ((P,) bool; the others' are zero)."""
         xp = self.model.xp
         count = force.shape[0] // 3
         forces = xp.sum(direction.reshape(3, 3, count) * force.reshape(1, 3, count), axis=1)
-        forces = xp.where(xp.isfinite(forces), forces, 0.0)
-        self._held = HeldLoad(forces, self._held.paths)
+        forces = xp.where(xp.isfinite(forces) & holding, forces, 0.0)
+        self._held = HeldLoad(forces, self._held.paths, holding)
 
     def _settle(self, memory: StepMemory, constrained: Any) -> None:
         """Record the trees that took constraint forces in the step, contacts' or rows'
