@@ -584,6 +584,8 @@ class ConstraintSolver:
         parts: list[Rows] = []
         limit_count = bilateral_rows = contacts = 0
         touching = xp.zeros(model.n_trees, dtype=bool)
+        # The trees with joint-limit rows in the step.
+        limited = xp.zeros(model.n_trees, dtype=bool)
         self.last_contacts = None
         if self.contacts is not None:
             corrected = self.contacts.correct(
@@ -604,7 +606,7 @@ class ConstraintSolver:
                 settings.limit_recovery_speed,
             )
             limit_count = rows.tree.shape[0]
-            limited_trees = rows.tree
+            limited[rows.tree] = True
             parts.append(rows.with_padding(xp))
         paths = self._start.paths
         on_paths = slice(0)
@@ -636,8 +638,7 @@ class ConstraintSolver:
             if limit_count:
                 # Only the trees with joint-limit rows take the second pass, so that a tree's
                 # step does not depend on the others (nor on how trees are grouped in workers).
-                repeated = xp.zeros(model.n_trees, dtype=bool)
-                repeated[limited_trees] = True
+                repeated = limited
         holding = self._held.holding
         if (
             passes > 1
@@ -660,9 +661,6 @@ class ConstraintSolver:
             # without the limits' reaction ran away where the limits took the load (a line
             # pinned with swing limits of 0.05 rad: its held pull grew to 35 kN within a second
             # and the strand fell back).
-            limited = xp.zeros(model.n_trees, dtype=bool)
-            if limit_count:
-                limited[limited_trees] = True
             holding = ~limited[model.link_tree[paths.links]]
             self._hold(rows.direction[:, on_paths], dense.per_row(force)[on_paths], holding)
         self.stats = ConstraintStats(dense.size, contacts, limit_count, bilateral_rows)
