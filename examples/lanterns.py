@@ -258,11 +258,11 @@ def _figure(bpy) -> list:
         shoulder = np.array([x + sign * 0.16, y, 1.2])
         hand = np.array([grip, 0.0, STAFF[2]])
         elbow = 0.5 * (shoulder + hand) + np.array([sign * 0.1, 0.0, -0.1])
-        for name, start, end, radius in (
-            (f"Upper arm.{side}", shoulder, elbow, 0.045),
-            (f"Forearm.{side}", elbow, hand, 0.038),
+        for name, start, end, radius, material in (
+            (f"Upper arm.{side}", shoulder, elbow, 0.045, robe),
+            (f"Forearm.{side}", elbow, hand, 0.038, skin),
         ):
-            parts.append(_limb(bpy, name, start, end, radius, robe if "Upper" in name else skin))
+            parts.append(_limb(bpy, name, start, end, radius, material))
         parts.append(
             staging.placed(bpy, staging.sphere_mesh(bpy, f"Hand.{side}", 0.042), hand, skin)
         )
