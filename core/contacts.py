@@ -67,7 +67,10 @@ operator of the paper's §4 takes).
 Once fewer than half the trees iterate, or after ``contact_iterations`` iterations, the trees
 unfinished go on, on a model of their own, for the iterations left of :data:`TAIL_ITERATIONS`
 plus one times ``contact_iterations``: a few trees' iterations then cost what those trees do,
-not a whole-forest solve each. The contacts are found along the free sweep, and the correction
+not a whole-forest solve each. A model of a few small trees (such a tail, or the halves of a
+failed step) iterates through dense per-tree blocks of the same matrix where the BLAS runs one
+thread (:func:`.dynamics.dense_pays`), which cost their arithmetic rather than a pass per level.
+The contacts are found along the free sweep, and the correction
 can turn a point toward an obstacle that sweep missed (a strand pushed off the head at one
 point swings in at another): once every tree has finished, the points of the trees it moved
 far enough to meet an obstacle their free sweep kept clear of are swept again from the start to
@@ -532,19 +535,11 @@ class ObstacleContacts:
         blocks = integrators.joint_block(model, control, out.q, h)
         dynamics.motion_subspaces(model, data)
         iterations = int(self.settings.contact_iterations)
-        iterate = _start(model, data, found, found.remembered, w_free, control, blocks, h)
+        kind = _Dense if dynamics.dense_pays(model) else _Sweeps
+        operator = kind(model, data, w_free, control, blocks, h)
+        iterate = _start(model, data, found, found.remembered, operator, h)
         iterate = _iterate(
-            model,
-            data,
-            found,
-            w_free,
-            control,
-            blocks,
-            h,
-            tolerance,
-            iterations,
-            iterate,
-            until_fewer=model.n_trees / 2,
+            model, data, found, operator, h, tolerance, iterations, iterate, model.n_trees / 2
         )
 
         def tail(contacts: ContactSet, iterations: int, iterate: _Iterate) -> _Iterate:
@@ -587,6 +582,7 @@ class ObstacleContacts:
             iterate.piece = xp.concatenate((iterate.piece, xp.full(len(added), APART, xp.int8)))
             moving = iterate.iterating = _trees_of(model, added.tree)
             iterate = tail(found, TAIL_ITERATIONS * iterations, iterate)
+        operator.finish(iterate.link_block)
         out.w[...] = w_free + iterate.delta
         # The trees with contacts take a first-order step (the contacts' law and operator are
         # backward Euler's); the others keep their free step as it was.
@@ -754,27 +750,98 @@ class _Iterate:
     taken: int = 0
 
 
+class _Sweeps:
+    """The correction's linear algebra through the articulated-body sweeps over the model's
+    levels (:func:`.dynamics.factorize`, :func:`.dynamics.solve`): the factors in ``data``.
+
+    ``w_free`` (3, N) is the free step's joint velocities, ``free_velocity`` (6, N) its links'
+    spatial velocities; ``blocks`` the Newton matrix's joint-local blocks."""
+
+    def __init__(
+        self, model: Model, data: Data, w_free: Any, control: Control, blocks: Any, h: float
+    ) -> None:
+        self.model, self.data, self.control, self.blocks, self.h = model, data, control, blocks, h
+        self.w_free = w_free
+        self.free_velocity = dynamics.subspace_velocities(model, data.S, w_free, control)
+
+    def factorize(self, trees: Any, link_block: Any) -> None:
+        """Factorise the Newton matrix with the contacts' ``link_block`` (6, 6, N) for the
+        trees ``trees`` ((T,) bool; None: all)."""
+        model, data, blocks, h = self.model, self.data, self.blocks, self.h
+        if trees is None:
+            dynamics.factorize(model, data, blocks, link_block, tension_step=h)
+        else:
+            dynamics.factorize_trees(model, data, trees, blocks, link_block, tension_step=h)
+
+    def link_motion(self, delta: Any) -> Any:
+        """The links' spatial velocity change (6, N) that the correction ``delta`` makes."""
+        velocity = dynamics.subspace_velocities(
+            self.model, self.data.S, self.w_free + delta, self.control
+        )
+        return velocity - self.free_velocity
+
+    def load(self, link_force: Any) -> Any:
+        """Joint torques (3, N) of spatial forces (6, N) on the links."""
+        return dynamics.subspace_load(self.model, self.data.S, link_force)
+
+    def solve(self, load: Any) -> Any:
+        """The joint velocity change (3, N) that the joint torques ``load`` make through the
+        last factorisation."""
+        return dynamics.solve(self.model, self.data, load).copy()
+
+    def finish(self, link_block: Any) -> None:
+        """Leave the factorisation with ``link_block`` in ``data``: it is there already."""
+
+
+class _Dense(_Sweeps):
+    """The correction's linear algebra as dense per-tree blocks (:class:`.dynamics.DenseTrees`),
+    for a model of a few small trees: the same matrix, without a pass over the levels per
+    iteration."""
+
+    def __init__(
+        self, model: Model, data: Data, w_free: Any, control: Control, blocks: Any, h: float
+    ) -> None:
+        super().__init__(model, data, w_free, control, blocks, h)
+        layout = dynamics.DenseLayout.of(model)
+        self.dense = dynamics.DenseTrees.of(model, data, layout, blocks, tension_step=h)
+
+    def factorize(self, trees: Any, link_block: Any) -> None:
+        self.dense.set_link_block(self.model, link_block)
+
+    def link_motion(self, delta: Any) -> Any:
+        return self.dense.motion(self.model, delta)
+
+    def load(self, link_force: Any) -> Any:
+        return self.dense.load(self.model, link_force)
+
+    def solve(self, load: Any) -> Any:
+        return self.dense.solve(self.model, load)
+
+    def finish(self, link_block: Any) -> None:
+        """Leave the articulated-body factorisation with ``link_block`` in ``data``, for the
+        rows after the correction."""
+        super().factorize(None, link_block)
+
+
 def _start(
     model: Model,
     data: Data,
     contacts: ContactSet,
     friction: Friction,
-    w_free: Any,
-    control: Control,
-    blocks: Any,
+    operator: _Sweeps,
     h: float,
     delta: Any = None,
     n_delta: Any = None,
 ) -> _Iterate:
     """The iterate at ``delta`` and ``n_delta = N delta`` (zero by default), its pieces
-    factorised into ``data`` (whose link frames are the free end's)."""
+    factorised by ``operator`` (the link frames in ``data`` are the free end's)."""
     xp = model.xp
-    delta = xp.zeros_like(w_free) if delta is None else delta
-    n_delta = xp.zeros_like(w_free) if n_delta is None else n_delta
-    velocity = dynamics.subspace_velocities(model, data.S, w_free + delta, control)
+    delta = xp.zeros_like(operator.w_free) if delta is None else delta
+    n_delta = xp.zeros_like(operator.w_free) if n_delta is None else n_delta
+    velocity = operator.free_velocity + operator.link_motion(delta)
     response = respond(model, contacts, data.S, velocity, friction)
     link_block = newton_block(model, contacts, response.piece, friction, h)
-    dynamics.factorize(model, data, blocks, link_block, tension_step=h)
+    operator.factorize(None, link_block)
     return _Iterate(
         delta,
         n_delta,
@@ -790,9 +857,7 @@ def _iterate(
     model: Model,
     data: Data,
     contacts: ContactSet,
-    w_free: Any,
-    control: Control,
-    blocks: Any,
+    operator: _Sweeps,
     h: float,
     tolerance: float,
     iterations: int,
@@ -801,19 +866,14 @@ def _iterate(
 ) -> _Iterate:
     """At most ``iterations`` iterations of the correction (module docstring, *The
     correction*) from ``iterate`` for its trees still iterating, ending once fewer than
-    ``until_fewer`` trees do; ``data`` holds the factorisation of its pieces and keeps that of
-    the pieces returned, but for the trees still iterating when it ends that way: their caller
-    factorises them again on a model of their own (:func:`_finish_apart`), and their blocks in
-    the returned ``link_block`` are stale. ``iterate`` is consumed: the one returned may share
-    its arrays."""
+    ``until_fewer`` trees do; ``operator`` holds the factorisation of its pieces and keeps that
+    of the pieces returned, but for the trees still iterating when it ends that way: their
+    caller factorises them again on a model of their own (:func:`_finish_apart`), and their
+    blocks in the returned ``link_block`` are stale. ``iterate`` is consumed: the one returned
+    may share its arrays."""
     xp, to_host = model.xp, model.backend.to_host
     S = data.S
-    free_velocity = dynamics.subspace_velocities(model, S, w_free, control)
-
-    def link_motion(delta: Any) -> Any:
-        """The links' spatial velocity change (6, N) that the correction ``delta`` makes."""
-        return dynamics.subspace_velocities(model, S, w_free + delta, control) - free_velocity
-
+    free_velocity, link_motion = operator.free_velocity, operator.link_motion
     delta, n_delta, friction = iterate.delta, iterate.n_delta, iterate.friction
     piece, response, link_block = iterate.piece, iterate.response, iterate.link_block
     iterating, taken = iterate.iterating, iterate.taken
@@ -822,14 +882,10 @@ def _iterate(
     moved = link_motion(delta)
     for _ in range(iterations):
         taken += 1
-        load = h * response.load + dynamics.subspace_load(
-            model, S, xp.einsum("ijn,jn->in", link_block, moved)
-        )
-        newton = dynamics.solve(model, data, load).copy()
+        load = h * response.load + operator.load(xp.einsum("ijn,jn->in", link_block, moved))
+        newton = operator.solve(load)
         newton_moved = link_motion(newton)
-        n_newton = load - dynamics.subspace_load(
-            model, S, xp.einsum("ijn,jn->in", link_block, newton_moved)
-        )
+        n_newton = load - operator.load(xp.einsum("ijn,jn->in", link_block, newton_moved))
         on_links = iterating[model.link_tree]
         direction = xp.where(on_links, newton - delta, 0.0)
         n_direction = xp.where(on_links, n_newton - n_delta, 0.0)
@@ -867,7 +923,7 @@ def _iterate(
             _renew_blocks(
                 model, contacts, piece, friction, h, link_block, refactored[contacts.tree]
             )
-            dynamics.factorize_trees(model, data, refactored, blocks, link_block, tension_step=h)
+            operator.factorize(refactored, link_block)
     return _Iterate(delta, n_delta, friction, piece, response, link_block, iterating, taken)
 
 
@@ -886,8 +942,8 @@ def _finish_apart(
 ) -> _Iterate:
     """:func:`_iterate` for the trees ``iterate`` leaves unfinished, on a model of just those
     trees (:func:`.model.select_trees`: a few trees' iterations then cost what those trees do,
-    not a whole-forest solve each), its result and factors put back into the whole's.
-    ``iterate`` is consumed, as :func:`_iterate`'s is."""
+    not a whole-forest solve each; solved densely where that pays, :class:`_Dense`), its result
+    and factors put back into the whole's. ``iterate`` is consumed, as :func:`_iterate`'s is."""
     xp, backend = model.xp, model.backend
     trees = np.nonzero(backend.to_host(iterate.iterating))[0]
     gathered = dynamics.tree_part(model, data, trees, ("oR", "r", "c", "tension"))
@@ -897,31 +953,20 @@ def _finish_apart(
     in_part = iterate.iterating[contacts.tree]
     part_contacts = contacts.restricted(in_part, number, part.link_tree)
     dynamics.motion_subspaces(part, part_data)
-    part_blocks = blocks[..., chosen]
-    part_free = w_free[:, chosen]
-    finished = _iterate(
+    kind = _Dense if dynamics.dense_pays(part) else _Sweeps
+    operator = kind(part, part_data, w_free[:, chosen], control, blocks[..., chosen], h)
+    start = _start(
         part,
         part_data,
         part_contacts,
-        part_free,
-        control,
-        part_blocks,
+        iterate.friction.selected(in_part),
+        operator,
         h,
-        tolerance,
-        iterations,
-        _start(
-            part,
-            part_data,
-            part_contacts,
-            iterate.friction.selected(in_part),
-            part_free,
-            control,
-            part_blocks,
-            h,
-            iterate.delta[:, chosen],
-            iterate.n_delta[:, chosen],
-        ),
+        iterate.delta[:, chosen],
+        iterate.n_delta[:, chosen],
     )
+    finished = _iterate(part, part_data, part_contacts, operator, h, tolerance, iterations, start)
+    operator.finish(finished.link_block)
     delta, n_delta = iterate.delta.copy(), iterate.n_delta.copy()
     delta[:, chosen], n_delta[:, chosen] = finished.delta, finished.n_delta
     friction = Friction(iterate.friction.sliding.copy(), iterate.friction.direction.copy())

@@ -27,10 +27,15 @@ Contracts
   convergence test and acceleration).
 - :func:`tree_part` — a model of some trees with a workspace of its own, gathered from the
   whole's (a few trees' iterations then cost what those trees do).
+- :class:`DenseTrees` — the matrix that :func:`factorize` factorises, as one dense block per
+  tree, for models of a few small trees (:func:`dense_pays`), whose level passes cost more
+  than their arithmetic.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -888,6 +893,233 @@ def factorize_trees(
     )
     for name in FACTORS:
         getattr(data, name)[..., chosen] = getattr(part.data, name)
+
+
+# A model of trees of at most this many links is solved densely by the contact correction's tail
+# (:class:`DenseTrees`) when its trees' dense blocks hold at most :data:`DENSE_ENTRIES` numbers:
+# a pass over its levels costs their per-level operations whatever the trees' count, while a
+# batched dense solve of a few small trees costs their arithmetic.
+DENSE_LINKS = 48
+DENSE_ENTRIES = 200_000
+
+
+def dense_pays(model: Model) -> bool:
+    """Whether :class:`DenseTrees` solves ``model`` for less than :func:`factorize` and
+    :func:`solve` would: its trees are small and few (:data:`DENSE_LINKS`,
+    :data:`DENSE_ENTRIES`), and the process's BLAS runs on one thread
+    (:func:`single_threaded_blas`)."""
+    if not single_threaded_blas():
+        return False
+    largest = model.n_links if model.n_trees == 1 else _largest_tree(model)
+    return largest <= DENSE_LINKS and model.n_trees * (3 * largest) ** 2 <= DENSE_ENTRIES
+
+
+def single_threaded_blas() -> bool:
+    """Whether the process's BLAS was told to run on one thread, as the engine's worker
+    processes are (:data:`.workers.ONE_THREAD`): OpenBLAS spreads the dense solve of a tree
+    over its threads, which spin where other work holds the cores (a 75 × 75 solve took 27 ms
+    beside a busy process, against 0.14 ms alone). The engine leaves its host's threads as they
+    are; a host that sets one thread gets the dense solves too."""
+    return "1" in (os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"))
+
+
+def _largest_tree(model: Model) -> int:
+    """The link count of ``model``'s largest tree."""
+    return int(np.bincount(model.backend.to_host(model.link_tree)).max())
+
+
+@dataclass(frozen=True, eq=False)
+class DenseLayout:
+    """Where a model's links lie in its trees' dense blocks (:class:`DenseTrees`): each tree's
+    links padded to the largest tree's ``size``, link-major.
+
+    Attributes
+    ----------
+    slot : (N,) int
+        Each link's row in the padded layout (trees × size), ``tree · size + k`` with ``k``
+        its place in its tree (level-major: a tree's links come root first, each after its
+        parent).
+    size : int
+        The largest tree's link count.
+    ancestry : (T, size, size) float
+        1 where joint ``j`` moves link ``k`` (``j`` is ``k`` or an ancestor of it).
+    above, below : (T, 3 size, 3 size) float
+        1 in the blocks ``(i, j)`` of joint velocities where joint ``i`` is ``j`` or an
+        ancestor of it (``above``), where ``j`` is a strict ancestor of ``i`` (``below``).
+    """
+
+    slot: Any
+    size: int
+    ancestry: Any
+    above: Any
+    below: Any
+
+    @classmethod
+    def of(cls, model: Model) -> DenseLayout:
+        """``model``'s layout (its parents read back once)."""
+        backend = model.backend
+        parent = np.full(model.n_links, -1, dtype=np.int64)
+        for depth in range(1, model.n_levels):
+            start, stop = model.level_bounds[depth]
+            parent[start:stop] = backend.to_host(model.level_parent[depth])
+        tree = backend.to_host(model.link_tree)
+        order = np.argsort(tree, kind="stable")
+        place = np.empty(model.n_links, dtype=np.int64)
+        place[order] = np.arange(model.n_links) - np.searchsorted(tree[order], tree[order])
+        size = int(place.max()) + 1
+        ancestry = np.zeros((model.n_trees, size, size))
+        joint = np.arange(model.n_links)
+        while True:
+            reached = joint >= 0
+            if not reached.any():
+                break
+            ancestry[tree[reached], place[reached], place[joint[reached]]] = 1.0
+            joint[reached] = parent[joint[reached]]
+
+        def blocks(mask: np.ndarray) -> Any:
+            return backend.from_host(np.repeat(np.repeat(mask, 3, axis=1), 3, axis=2))
+
+        strictly = ancestry * (1.0 - np.eye(size))
+        return cls(
+            backend.from_host(tree * size + place),
+            size,
+            backend.from_host(ancestry),
+            blocks(ancestry.transpose(0, 2, 1)),
+            blocks(strictly),
+        )
+
+    def padded(self, model: Model, values: Any, fill: Any = None) -> Any:
+        """(..., N) per-link values as (T, size, ...): zero at the padding, or ``fill``."""
+        xp = model.xp
+        shape = values.shape[:-1]
+        out = xp.zeros((model.n_trees * self.size, *shape), dtype=values.dtype)
+        if fill is not None:
+            out[...] = fill
+        out[self.slot] = xp.moveaxis(values, -1, 0)
+        return out.reshape(model.n_trees, self.size, *shape)
+
+    def per_link(self, values: Any) -> Any:
+        """(T, size, C) values in the padded layout as (C, N) per link."""
+        return values.reshape(-1, values.shape[-1])[self.slot].T
+
+
+@dataclass(eq=False)
+class DenseTrees:
+    """The matrix ``M + A + Σ Jᵀ B J`` of :func:`factorize`, every tree's as one dense block
+    over its joint velocities (:class:`DenseLayout`): for a model of a few small trees, whose
+    level passes cost their per-level operations rather than their arithmetic
+    (:func:`dense_pays`), one batched dense solve costs less than the articulated-body sweeps.
+    Built at the last kinematics; :meth:`set_link_block` replaces the link-local part ``B``.
+
+    A link's spatial velocity is the sum of ``S_j w_j`` over its joint ``j`` and its
+    ancestors' (:func:`subspace_velocities` without the base), so with ``K_l`` the link's
+    spatial inertia (with whatever :func:`factorize` adds to it) plus ``B_l``, the block of
+    joints ``i`` and ``j`` is ``S_iᵀ K_j^c S_j`` where ``i`` is ``j`` or its ancestor,
+    ``S_iᵀ K_i^c S_j`` where ``j`` is ``i``'s, and zero between branches; ``K_j^c`` sums ``K``
+    over joint ``j``'s subtree (the composite inertia). Every product is of a tree's size or
+    smaller, below the size at which a threaded BLAS spreads a product over cores that other
+    work needs.
+
+    Attributes
+    ----------
+    layout : DenseLayout
+    subspaces : (T, n, 6, 3)
+        Each joint's motion subspace ``S`` (``n`` the layout's ``size``).
+    inertia : (T, n, 6, 6)
+        Each link's spatial inertia with what :func:`factorize` adds to it.
+    joints : (T, n, 3, 3)
+        The joint-local blocks ``A`` (identity at the padding).
+    matrix : (T, 3n, 3n)
+        The matrix, with the link blocks of the last :meth:`set_link_block`.
+    """
+
+    layout: DenseLayout
+    subspaces: Any
+    inertia: Any
+    joints: Any
+    matrix: Any = None
+
+    @classmethod
+    def of(
+        cls,
+        model: Model,
+        data: Data,
+        layout: DenseLayout,
+        joint_block: Any,
+        *,
+        velocity_step: float | Any = 0.0,
+        control: Control | None = None,
+        tension_step: float | Any = 0.0,
+    ) -> DenseTrees:
+        """The matrix that :func:`factorize` with the same arguments (and no link block)
+        factorises, at the kinematics in ``data``; fills ``data.S``."""
+        xp, float_type = model.xp, model.backend.float
+        motion_subspaces(model, data)
+        inertia = xp.empty((6, 6, model.n_links), dtype=float_type)
+        tension = None
+        if not isinstance(tension_step, float) or tension_step:
+            tension = (tension_step * tension_step) * data.tension
+        _link_inertia(model, data, control, velocity_step, inertia, tension)
+        dense = cls(
+            layout,
+            layout.padded(model, data.S),
+            layout.padded(model, inertia),
+            layout.padded(model, joint_block, xp.eye(3, dtype=float_type)),
+        )
+        dense.set_link_block(model, None)
+        return dense
+
+    def set_link_block(self, model: Model, link_block: Any) -> None:
+        """The matrix with ``link_block`` ``B`` (6, 6, N) (None: none)."""
+        inertia = self.inertia
+        if link_block is not None:
+            inertia = inertia + self.layout.padded(model, link_block)
+        self.matrix = self._assembled(model, inertia)
+
+    def solve(self, model: Model, b: Any) -> Any:
+        """``x`` (3, N) with ``matrix x = b`` (3, N), as :func:`solve` gives it: non-finite
+        for a tree whose matrix is singular (a step blown up), as the sweeps' division by its
+        joint's articulated inertia makes it; the others' as they are."""
+        xp = model.xp
+        padded = self.layout.padded(model, b).reshape(model.n_trees, -1, 1)
+        try:
+            x = xp.linalg.solve(self.matrix, padded)
+        except np.linalg.LinAlgError:
+            x = xp.full_like(padded, xp.nan)
+            for tree in range(len(x)):
+                with contextlib.suppress(np.linalg.LinAlgError):
+                    x[tree] = xp.linalg.solve(self.matrix[tree], padded[tree])
+        return self.layout.per_link(x.reshape(model.n_trees, self.layout.size, 3))
+
+    def motion(self, model: Model, w: Any) -> Any:
+        """The links' spatial velocities (6, N) of joint velocities ``w`` (3, N), the base at
+        rest: :func:`subspace_velocities` without the base's."""
+        joint_motion = (self.subspaces @ self.layout.padded(model, w)[..., None])[..., 0]
+        return self.layout.per_link(self.layout.ancestry @ joint_motion)
+
+    def load(self, model: Model, link_force: Any) -> Any:
+        """Joint torques (3, N) of spatial forces (6, N) on the links: :func:`subspace_load`."""
+        forces = self.layout.padded(model, link_force)
+        subtree = self.layout.ancestry.transpose(0, 2, 1) @ forces
+        torques = self.subspaces.transpose(0, 1, 3, 2) @ subtree[..., None]
+        return self.layout.per_link(torques[..., 0])
+
+    def _assembled(self, model: Model, link_inertia: Any) -> Any:
+        """The matrix of the links' inertias ``link_inertia`` (T, n, 6, 6) and the joints'
+        blocks."""
+        xp, layout, subspaces = model.xp, self.layout, self.subspaces
+        n_trees, size = link_inertia.shape[:2]
+        flat = link_inertia.reshape(n_trees, size, 36)
+        composite = (layout.ancestry.transpose(0, 2, 1) @ flat).reshape(n_trees, size, 6, 6)
+        columns = subspaces.transpose(0, 2, 1, 3).reshape(n_trees, 6, 3 * size)
+        pushed = (composite @ subspaces).transpose(0, 2, 1, 3).reshape(n_trees, 6, 3 * size)
+        pulled = (subspaces.transpose(0, 1, 3, 2) @ composite).reshape(n_trees, 3 * size, 6)
+        matrix = (columns.transpose(0, 2, 1) @ pushed) * layout.above
+        matrix += (pulled @ columns) * layout.below
+        diagonal = xp.arange(size)
+        blocks = matrix.reshape(n_trees, size, 3, size, 3)
+        blocks[:, diagonal, :, diagonal, :] += self.joints.transpose(1, 0, 2, 3)
+        return matrix
 
 
 def motion_subspaces(model: Model, data: Data) -> None:

@@ -717,19 +717,28 @@ def _factorize_newton(
     h: float | Any,
     velocity_step: Any,
     iterating: Any = None,
-) -> None:
+    dense: dynamics.DenseLayout | None = None,
+) -> dynamics.DenseTrees | None:
     """Factorise the step's Newton matrix (``h`` the scheme's ``γ``) at rotations ``q``, at the
     kinematics and forces of the residual evaluated there, for the trees ``iterating`` ((T,)
     bool; all by default), the others' factors and tension kept: each tree's links take the
-    tension those forces give (``data.tension``, :func:`.dynamics.tension_stiffness`)."""
+    tension those forces give (``data.tension``, :func:`.dynamics.tension_stiffness`). With a
+    ``dense`` layout, returns the matrix as dense per-tree blocks instead, every tree's, the
+    factors in ``data`` left as they are."""
     tension = dynamics.tension_stiffness(model, data)
     options = {"velocity_step": velocity_step, "control": control, "tension_step": h}
     if iterating is None:
         data.tension[...] = tension
-        dynamics.factorize(model, data, joint_block(model, control, q, h), **options)
-        return
-    data.tension[...] = model.xp.where(iterating[model.link_tree], tension, data.tension)
-    dynamics.factorize_trees(model, data, iterating, joint_block(model, control, q, h), **options)
+    else:
+        data.tension[...] = model.xp.where(iterating[model.link_tree], tension, data.tension)
+    blocks = joint_block(model, control, q, h)
+    if dense is not None:
+        return dynamics.DenseTrees.of(model, data, dense, blocks, **options)
+    if iterating is None:
+        dynamics.factorize(model, data, blocks, **options)
+    else:
+        dynamics.factorize_trees(model, data, iterating, blocks, **options)
+    return None
 
 
 @dataclass(eq=False)
@@ -888,7 +897,10 @@ def _refactorized_iterations(
     the trees iterating when they are fewer than half (:func:`.model.select_trees`, their
     factors put back into ``data``): a few trees' iterations then cost what those trees do, and
     that model is narrowed again whenever fewer than half of its trees still iterate. A tree's
-    updates and factors depend only on the tree, so it steps as it would in the whole model.
+    updates and factors depend only on the tree, so it steps as it would in the whole model. A
+    model of a few small trees is solved through dense per-tree blocks
+    (:class:`.dynamics.DenseTrees`, :func:`.dynamics.dense_pays`), and factorised once, at its
+    last iterate, for the factors it gives back.
     """
     xp, to_host = model.xp, model.backend.to_host
     cap = int(settings.newton_max_iterations)
@@ -897,13 +909,15 @@ def _refactorized_iterations(
         trees = np.nonzero(to_host(~newton.converged))[0]
         part = whole.narrowed(trees) if 2 * len(trees) < model.n_trees else whole
         w, converged, change = part.take(newton)
+        dense = dynamics.DenseLayout.of(part.model) if dynamics.dense_pays(part.model) else None
+        iterated = ~converged
         while newton.iterations < cap:
             newton.iterations += 1
             q = part.scheme.rotations(xp, part.state.q, w)
             r = residual(part.model, part.data, part.scheme, q, w, part.control)
             # The converged trees keep their factors. At least half the trees iterate here, so
             # the others' factors are restored rather than a model of these built.
-            _factorize_newton(
+            matrix = _factorize_newton(
                 part.model,
                 part.data,
                 part.control,
@@ -911,8 +925,13 @@ def _refactorized_iterations(
                 part.scheme.gamma,
                 part.velocity_step,
                 iterating=~converged,
+                dense=dense,
             )
-            g = dynamics.solve(part.model, part.data, -part.scheme.gamma * r)
+            load = -part.scheme.gamma * r
+            if matrix is None:
+                g = dynamics.solve(part.model, part.data, load)
+            else:
+                g = matrix.solve(part.model, load)
             update = dynamics.tree_max(part.model, xp.max(xp.abs(g), axis=0))
             change = xp.where(converged, change, update)
             w = w + xp.where(converged[part.model.link_tree], 0.0, g)
@@ -923,6 +942,18 @@ def _refactorized_iterations(
             newton.finite = bool(np.isfinite(largest))
             if not newton.finite or 2 * remaining < part.model.n_trees:
                 break
+        if dense is not None:
+            # The whole keeps articulated-body factors (the constraint pass solves with them):
+            # those of the last iterate, for the trees that iterated here.
+            _factorize_newton(
+                part.model,
+                part.data,
+                part.control,
+                q,
+                part.scheme.gamma,
+                part.velocity_step,
+                iterating=iterated,
+            )
         part.give(newton, w, converged, change, (*dynamics.FACTORS, "tension"))
         newton.largest = float(to_host(xp.max(newton.change)))
         if not newton.finite or bool(to_host(xp.all(newton.converged))):

@@ -123,6 +123,13 @@ importlib.import_module(module).serve(sys.stdin.buffer, sys.stdout.buffer)
 """
 
 
+# A worker has a core of its own (``SolverSettings.workers`` counts cores), so the BLAS behind its
+# NumPy (the dense per-tree solves, :class:`.dynamics.DenseTrees`) runs one thread there: more
+# would spin on the other workers' cores. Set in the workers' environment only, before NumPy
+# loads; the host's own threads are left as they are.
+ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
 # --- the messages -------------------------------------------------------------------------
 
 
@@ -663,6 +670,7 @@ class _Worker:
                 [executable, "-c", _BOOTSTRAP],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                env={**os.environ, **ONE_THREAD},
                 # On Windows, no console window pops up for each worker of Blender's interface.
                 creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),
             )

@@ -189,6 +189,101 @@ def test_articulated_body_solve_with_unsymmetric_link_blocks(backend):
     assert np.abs(x - expected).max() <= RELATIVE * np.abs(expected).max()
 
 
+@pytest.mark.parametrize("branched", [False, True])
+def test_dense_tree_blocks_are_the_mass_matrix_with_joint_and_link_blocks(backend, branched):
+    """The dense form of the contact correction's tail (``DenseTrees``) is Pinocchio's mass
+    matrix with the joint-local blocks on its diagonal and ``Σ Jᵀ B J`` of link-local blocks."""
+    model, _, rng = _random_model(backend, 6, branched)
+    n = model.n_links
+    q = _random_rotations(rng, n)
+    control = _control(model, np.eye(4), gravity=(0.0, 0.0, 0.0))
+    data, device = Data.for_model(model), backend.from_host
+    inverse_dynamics(
+        model, data, device(q.T), device(np.zeros((3, n))), device(np.zeros((3, n))), control
+    )
+    joint_blocks = rng.normal(size=(n, 3, 3)) * 0.01
+    link_blocks = rng.normal(size=(n, 6, 6)) * 0.01
+    dense = dynamics.DenseTrees.of(
+        model, data, dynamics.DenseLayout.of(model), device(joint_blocks.transpose(1, 2, 0))
+    )
+    dense.set_link_block(model, device(link_blocks.transpose(1, 2, 0)))
+
+    subspaces = backend.to_host(data.S).transpose(2, 0, 1)
+    parents = reference.level_major_parents(model)
+    expected = _pinocchio_mass_matrix(model, q)
+    for link in range(n):
+        expected[3 * link : 3 * link + 3, 3 * link : 3 * link + 3] += joint_blocks[link]
+        jacobian = np.zeros((6, 3 * n))
+        ancestor = link
+        while ancestor >= 0:
+            jacobian[:, 3 * ancestor : 3 * ancestor + 3] = subspaces[ancestor]
+            ancestor = parents[ancestor]
+        expected += jacobian.T @ link_blocks[link] @ jacobian
+    # The dense block lists each tree's links in level-major order, as the model does.
+    matrix = backend.to_host(dense.matrix)[0]
+    assert np.abs(matrix - expected).max() <= RELATIVE * np.abs(expected).max()
+
+
+def test_dense_tree_blocks_solve_move_and_load_as_the_sweeps_do(backend):
+    """On a forest of trees of different sizes (padded blocks), moving, with the velocity
+    forces' derivative and the tension's geometric stiffness, ``DenseTrees`` solves, moves the
+    links and loads the joints as the articulated-body factorisation and the passes over the
+    levels do."""
+    rng = np.random.default_rng(7)
+    specs = [*random_tree(rng), StrandSpec(random_walk(rng, 4, np.ones(3)))]
+    model = build_model(specs, StrandParameters(radius=0.01, drag=0.5), backend=backend)
+    n = model.n_links
+    data, device, host = Data.for_model(model), backend.from_host, backend.to_host
+    control = _control(model, np.eye(4), gravity=(0.0, 0.0, 0.0))
+    turning = device(rng.normal(size=(3, n)))
+    rotations = device(_random_rotations(rng, n).T)
+    inverse_dynamics(model, data, rotations, turning, device(np.zeros((3, n))), control)
+    data.tension[...] = device(rng.uniform(0.0, 2.0, n))
+    joint_block = device(rng.normal(size=(3, 3, n)) * 0.01)
+    link_block = device(rng.normal(size=(6, 6, n)) * 0.01)
+    options = {"velocity_step": 0.01, "control": control, "tension_step": 0.01}
+    layout = dynamics.DenseLayout.of(model)
+    dense = dynamics.DenseTrees.of(model, data, layout, joint_block, **options)
+    dense.set_link_block(model, link_block)
+    factorize(model, data, joint_block, link_block, **options)
+    b, w, force = (device(rng.normal(size=(k, n))) for k in (3, 3, 6))
+    expected = host(solve(model, data, b))
+    answer = host(dense.solve(model, b))
+    assert np.abs(answer - expected).max() <= RELATIVE * np.abs(expected).max()
+    still = _control(model, np.eye(4), gravity=(0.0, 0.0, 0.0))
+    motion = host(dynamics.subspace_velocities(model, data.S, w, still))
+    assert np.abs(host(dense.motion(model, w)) - motion).max() <= 1e-12 * np.abs(motion).max()
+    load = host(dynamics.subspace_load(model, data.S, force))
+    assert np.abs(host(dense.load(model, force)) - load).max() <= 1e-12 * np.abs(load).max()
+
+
+def test_a_singular_dense_tree_block_answers_not_a_number_for_that_tree_alone(backend):
+    """A tree whose step blew up (a singular block) gets a non-finite answer, as the sweeps'
+    division by its joint's articulated inertia gives it, and is halved; the others' stand."""
+    rng = np.random.default_rng(8)
+    specs = [StrandSpec(random_walk(rng, 3, np.full(3, float(k)))) for k in range(2)]
+    model = build_model(specs, StrandParameters(radius=0.01), backend=backend)
+    n = model.n_links
+    data, device, host = Data.for_model(model), backend.from_host, backend.to_host
+    control = _control(model, np.eye(4), gravity=(0.0, 0.0, 0.0))
+    zero = device(np.zeros((3, n)))
+    inverse_dynamics(model, data, device(_random_rotations(rng, n).T), zero, zero, control)
+    dense = dynamics.DenseTrees.of(
+        model, data, dynamics.DenseLayout.of(model), device(np.zeros((3, 3, n)))
+    )
+    b = device(rng.normal(size=(3, n)))
+    healthy = host(dense.solve(model, b))
+    first = host(model.link_tree) == 0
+    # Link blocks that cancel the first tree's inertias leave its matrix zero.
+    inertia = dense.layout.per_link(dense.inertia.reshape(2, -1, 36)).reshape(6, 6, n)
+    dense.set_link_block(model, -inertia * device(first))
+    assert np.all(host(dense.matrix)[0] == 0.0)
+    x = host(dense.solve(model, b))
+    assert not np.isfinite(x[:, first]).any()
+    # To rounding: CuPy's batched solve rounds a tree by the batch around it.
+    assert np.allclose(x[:, ~first], healthy[:, ~first], rtol=1e-12, atol=0.0)
+
+
 def _joint_model(backend, bend=(2e-3, 5e-3), twist=7e-3):
     points = polyline(3, 0.3)
     parameters = StrandParameters(
