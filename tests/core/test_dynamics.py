@@ -162,66 +162,65 @@ def test_articulated_body_solve_matches_dense_solve(backend, branched):
 
 def test_articulated_body_solve_with_unsymmetric_link_blocks(backend):
     """Link-local 6x6 blocks B enter as M + Σ Jᵀ B J, J_k stacking the S of k's ancestors."""
-    model, _, rng = _random_model(backend, 5, branched=True)
-    n = model.n_links
-    q = _random_rotations(rng, n)
-    control = _control(model, np.eye(4), gravity=(0.0, 0.0, 0.0))
-    data, device = Data.for_model(model), backend.from_host
-    inverse_dynamics(
-        model, data, device(q.T), device(np.zeros((3, n))), device(np.zeros((3, n))), control
-    )
+    model, q, data, rng = _at_random_configuration(backend, 5, branched=True)
+    n, device = model.n_links, backend.from_host
     link_blocks = rng.normal(size=(n, 6, 6)) * 0.01
     factorize(model, data, device(np.zeros((3, 3, n))), device(link_blocks.transpose(1, 2, 0)))
     b = rng.normal(size=(n, 3))
     x = backend.to_host(solve(model, data, device(b.T))).T.reshape(-1)
-
-    subspaces = backend.to_host(data.S).transpose(2, 0, 1)
-    parents = reference.level_major_parents(model)
-    dense = _pinocchio_mass_matrix(model, q)
-    for link in range(n):
-        jacobian = np.zeros((6, 3 * n))
-        ancestor = link
-        while ancestor >= 0:
-            jacobian[:, 3 * ancestor : 3 * ancestor + 3] = subspaces[ancestor]
-            ancestor = parents[ancestor]
-        dense += jacobian.T @ link_blocks[link] @ jacobian
+    dense = _newton_matrix(model, data, q, np.zeros((n, 3, 3)), link_blocks)
     expected = np.linalg.solve(dense, b.reshape(-1))
     assert np.abs(x - expected).max() <= RELATIVE * np.abs(expected).max()
 
 
 @pytest.mark.parametrize("branched", [False, True])
 def test_dense_tree_blocks_are_the_mass_matrix_with_joint_and_link_blocks(backend, branched):
-    """The dense form of the contact correction's tail (``DenseTrees``) is Pinocchio's mass
-    matrix with the joint-local blocks on its diagonal and ``Σ Jᵀ B J`` of link-local blocks."""
-    model, _, rng = _random_model(backend, 6, branched)
-    n = model.n_links
-    q = _random_rotations(rng, n)
-    control = _control(model, np.eye(4), gravity=(0.0, 0.0, 0.0))
-    data, device = Data.for_model(model), backend.from_host
-    inverse_dynamics(
-        model, data, device(q.T), device(np.zeros((3, n))), device(np.zeros((3, n))), control
-    )
+    """The dense form of a few trees' Newton matrix (``DenseTrees``) is Pinocchio's mass matrix
+    with the joint-local blocks on its diagonal and ``Σ Jᵀ B J`` of link-local blocks."""
+    model, q, data, rng = _at_random_configuration(backend, 6, branched)
+    n, device = model.n_links, backend.from_host
     joint_blocks = rng.normal(size=(n, 3, 3)) * 0.01
     link_blocks = rng.normal(size=(n, 6, 6)) * 0.01
     dense = dynamics.DenseTrees.of(
         model, data, dynamics.DenseLayout.of(model), device(joint_blocks.transpose(1, 2, 0))
     )
     dense.set_link_block(model, device(link_blocks.transpose(1, 2, 0)))
+    expected = _newton_matrix(model, data, q, joint_blocks, link_blocks)
+    # The dense block lists each tree's links in level-major order, as the model does.
+    matrix = backend.to_host(dense.matrix)[0]
+    assert np.abs(matrix - expected).max() <= RELATIVE * np.abs(expected).max()
 
-    subspaces = backend.to_host(data.S).transpose(2, 0, 1)
+
+def _at_random_configuration(backend, seed: int, branched: bool):
+    """A random model at random joint rotations, at rest: the model, its rotations (N, 4), its
+    workspace after inverse dynamics there, and the random generator."""
+    model, _, rng = _random_model(backend, seed, branched)
+    n = model.n_links
+    q = _random_rotations(rng, n)
+    control = _control(model, np.eye(4), gravity=(0.0, 0.0, 0.0))
+    data, device = Data.for_model(model), backend.from_host
+    zero = device(np.zeros((3, n)))
+    inverse_dynamics(model, data, device(q.T), zero, zero, control)
+    return model, q, data, rng
+
+
+def _newton_matrix(model, data, q, joint_blocks, link_blocks):
+    """Pinocchio's mass matrix at ``q`` with ``joint_blocks`` (N, 3, 3) on its diagonal and
+    ``Σ Jᵀ B J`` of ``link_blocks`` (N, 6, 6), ``J_k`` stacking the S of ``k``'s ancestors."""
+    n = model.n_links
+    dynamics.motion_subspaces(model, data)
+    subspaces = model.backend.to_host(data.S).transpose(2, 0, 1)
     parents = reference.level_major_parents(model)
-    expected = _pinocchio_mass_matrix(model, q)
+    matrix = _pinocchio_mass_matrix(model, q)
     for link in range(n):
-        expected[3 * link : 3 * link + 3, 3 * link : 3 * link + 3] += joint_blocks[link]
+        matrix[3 * link : 3 * link + 3, 3 * link : 3 * link + 3] += joint_blocks[link]
         jacobian = np.zeros((6, 3 * n))
         ancestor = link
         while ancestor >= 0:
             jacobian[:, 3 * ancestor : 3 * ancestor + 3] = subspaces[ancestor]
             ancestor = parents[ancestor]
-        expected += jacobian.T @ link_blocks[link] @ jacobian
-    # The dense block lists each tree's links in level-major order, as the model does.
-    matrix = backend.to_host(dense.matrix)[0]
-    assert np.abs(matrix - expected).max() <= RELATIVE * np.abs(expected).max()
+        matrix += jacobian.T @ link_blocks[link] @ jacobian
+    return matrix
 
 
 def test_dense_tree_blocks_solve_move_and_load_as_the_sweeps_do(backend):
