@@ -68,8 +68,8 @@ Once fewer than half the trees iterate, or after ``contact_iterations`` iteratio
 unfinished go on, on a model of their own, for the iterations left of :data:`TAIL_ITERATIONS`
 plus one times ``contact_iterations``: a few trees' iterations then cost what those trees do,
 not a whole-forest solve each. A model of a few small trees (such a tail, or the halves of a
-failed step) iterates through dense per-tree blocks of the same matrix where the BLAS runs one
-thread (:func:`.dynamics.dense_pays`), which cost their arithmetic rather than a pass per level.
+failed step) iterates through dense per-tree blocks of the same matrix on the NumPy backend
+(:func:`.dynamics.dense_pays`), which cost their arithmetic rather than a pass per level.
 The contacts are found along the free sweep, and the correction
 can turn a point toward an obstacle that sweep missed (a strand pushed off the head at one
 point swings in at another): once every tree has finished, the points of the trees it moved

@@ -895,37 +895,44 @@ def factorize_trees(
         getattr(data, name)[..., chosen] = getattr(part.data, name)
 
 
-# A model of trees of at most this many links is solved densely by the contact correction's tail
-# (:class:`DenseTrees`) when its trees' dense blocks hold at most :data:`DENSE_ENTRIES` numbers:
-# a pass over its levels costs their per-level operations whatever the trees' count, while a
-# batched dense solve of a few small trees costs their arithmetic.
+# A model of trees of at most this many links is solved densely (:class:`DenseTrees`) when its
+# trees' dense blocks hold at most :data:`DENSE_ENTRIES` numbers (:data:`DENSE_ENTRIES_BLOCKED`
+# where the solve is :func:`_block_lu`'s): a pass over its levels costs its per-level operations
+# whatever the trees' count, while a batched dense solve of a few small trees costs their
+# arithmetic. Measured on trees of 25 links (docs/performance.md): LAPACK's solve on one thread
+# beats the sweeps up to 20-odd trees, the block factorisation up to 12 or so.
 DENSE_LINKS = 48
 DENSE_ENTRIES = 200_000
+DENSE_ENTRIES_BLOCKED = 60_000
 
 
 def dense_pays(model: Model) -> bool:
     """Whether :class:`DenseTrees` solves ``model`` for less than :func:`factorize` and
-    :func:`solve` would: its trees are small and few (:data:`DENSE_LINKS`,
-    :data:`DENSE_ENTRIES`), and the process's BLAS runs on one thread
-    (:func:`single_threaded_blas`)."""
-    if not single_threaded_blas():
+    :func:`solve` would: on the NumPy backend (on a GPU the sweeps stay, not measured there),
+    its trees small and few (:data:`DENSE_LINKS`, :data:`DENSE_ENTRIES`, or
+    :data:`DENSE_ENTRIES_BLOCKED` where the BLAS is threaded, :func:`single_threaded_blas`)."""
+    if model.backend.name != "numpy":
         return False
     largest = model.n_links if model.n_trees == 1 else _largest_tree(model)
-    return largest <= DENSE_LINKS and model.n_trees * (3 * largest) ** 2 <= DENSE_ENTRIES
+    entries = model.n_trees * (3 * largest) ** 2
+    return largest <= DENSE_LINKS and entries <= (
+        DENSE_ENTRIES if single_threaded_blas() else DENSE_ENTRIES_BLOCKED
+    )
 
 
 def single_threaded_blas() -> bool:
     """Whether the process's BLAS was told to run on one thread, as the engine's worker
-    processes are (:data:`.workers.ONE_THREAD`): OpenBLAS spreads the dense solve of a tree
-    over its threads, which spin where other work holds the cores (a 75 × 75 solve took 27 ms
-    beside a busy process, against 0.14 ms alone). The engine leaves its host's threads as they
-    are; a host that sets one thread gets the dense solves too."""
+    processes are (:data:`.workers.ONE_THREAD`). Then :class:`DenseTrees` solves by LAPACK;
+    elsewhere by :func:`_block_lu`, as OpenBLAS's LAPACK routines wake its threads, which spin
+    where other work holds the cores (a 75 × 75 solve took 27 ms beside a busy process, against
+    0.14 ms alone, and a 3 × 3 inverse 8 ms against 8 µs). The engine leaves its host's threads
+    as they are."""
     return "1" in (os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"))
 
 
 def _largest_tree(model: Model) -> int:
     """The link count of ``model``'s largest tree."""
-    return int(np.bincount(model.backend.to_host(model.link_tree)).max())
+    return int(np.bincount(model.host_link_tree).max())
 
 
 @dataclass(frozen=True, eq=False)
@@ -956,13 +963,9 @@ class DenseLayout:
 
     @classmethod
     def of(cls, model: Model) -> DenseLayout:
-        """``model``'s layout (its parents read back once)."""
+        """``model``'s layout."""
         backend = model.backend
-        parent = np.full(model.n_links, -1, dtype=np.int64)
-        for depth in range(1, model.n_levels):
-            start, stop = model.level_bounds[depth]
-            parent[start:stop] = backend.to_host(model.level_parent[depth])
-        tree = backend.to_host(model.link_tree)
+        parent, tree = model.host_link_parent, model.host_link_tree
         order = np.argsort(tree, kind="stable")
         place = np.empty(model.n_links, dtype=np.int64)
         place[order] = np.arange(model.n_links) - np.searchsorted(tree[order], tree[order])
@@ -1008,8 +1011,9 @@ class DenseTrees:
     """The matrix ``M + A + Σ Jᵀ B J`` of :func:`factorize`, every tree's as one dense block
     over its joint velocities (:class:`DenseLayout`): for a model of a few small trees, whose
     level passes cost their per-level operations rather than their arithmetic
-    (:func:`dense_pays`), one batched dense solve costs less than the articulated-body sweeps.
-    Built at the last kinematics; :meth:`set_link_block` replaces the link-local part ``B``.
+    (:func:`dense_pays`), a batched dense solve (LAPACK's, or :func:`_block_lu`'s where the
+    BLAS is threaded) costs less than the articulated-body sweeps. Built at the last
+    kinematics; :meth:`set_link_block` replaces the link-local part ``B``.
 
     A link's spatial velocity is the sum of ``S_j w_j`` over its joint ``j`` and its
     ancestors' (:func:`subspace_velocities` without the base), so with ``K_l`` the link's
@@ -1031,6 +1035,10 @@ class DenseTrees:
         The joint-local blocks ``A`` (identity at the padding).
     matrix : (T, 3n, 3n)
         The matrix, with the link blocks of the last :meth:`set_link_block`.
+    lower_upper, pivot_inverses : (T, 3n, 3n), (T, n, 3, 3)
+        Its LU factors over 3 × 3 joint blocks (:func:`_block_lu`) and the inverses of the
+        upper factor's diagonal blocks, made by the first :meth:`solve` after
+        :meth:`set_link_block` (None until then).
     """
 
     layout: DenseLayout
@@ -1038,6 +1046,8 @@ class DenseTrees:
     inertia: Any
     joints: Any
     matrix: Any = None
+    lower_upper: Any = None
+    pivot_inverses: Any = None
 
     @classmethod
     def of(
@@ -1075,20 +1085,20 @@ class DenseTrees:
         if link_block is not None:
             inertia = inertia + self.layout.padded(model, link_block)
         self.matrix = self._assembled(model, inertia)
+        self.lower_upper = self.pivot_inverses = None
 
     def solve(self, model: Model, b: Any) -> Any:
         """``x`` (3, N) with ``matrix x = b`` (3, N), as :func:`solve` gives it: non-finite
         for a tree whose matrix is singular (a step blown up), as the sweeps' division by its
         joint's articulated inertia makes it; the others' as they are."""
         xp = model.xp
-        padded = self.layout.padded(model, b).reshape(model.n_trees, -1, 1)
-        try:
-            x = xp.linalg.solve(self.matrix, padded)
-        except np.linalg.LinAlgError:
-            x = xp.full_like(padded, xp.nan)
-            for tree in range(len(x)):
-                with contextlib.suppress(np.linalg.LinAlgError):
-                    x[tree] = xp.linalg.solve(self.matrix[tree], padded[tree])
+        padded = self.layout.padded(model, b).reshape(model.n_trees, -1)
+        if single_threaded_blas():
+            x = _lapack_solve(xp, self.matrix, padded)
+        else:
+            if self.lower_upper is None:
+                self.lower_upper, self.pivot_inverses = _block_lu(xp, self.matrix)
+            x = _block_lu_solve(self.lower_upper, self.pivot_inverses, padded)
         return self.layout.per_link(x.reshape(model.n_trees, self.layout.size, 3))
 
     def motion(self, model: Model, w: Any) -> Any:
@@ -1120,6 +1130,66 @@ class DenseTrees:
         blocks = matrix.reshape(n_trees, size, 3, size, 3)
         blocks[:, diagonal, :, diagonal, :] += self.joints.transpose(1, 0, 2, 3)
         return matrix
+
+
+def _lapack_solve(xp: Any, matrix: Any, b: Any) -> Any:
+    """``x`` (T, 3n) with ``matrix x = b`` (T, 3n) by LAPACK, a singular tree's non-finite."""
+    try:
+        return xp.linalg.solve(matrix, b[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        x = xp.full_like(b, xp.nan)
+        for tree in range(len(x)):
+            with contextlib.suppress(np.linalg.LinAlgError):
+                x[tree] = xp.linalg.solve(matrix[tree], b[tree])
+        return x
+
+
+def _block_lu(xp: Any, matrix: Any) -> tuple[Any, Any]:
+    """LU factors of each matrix of ``matrix`` (T, 3n, 3n) over its 3 × 3 blocks, in one array
+    (the unit lower factor's blocks below the diagonal), and the inverses (T, n, 3, 3) of the
+    upper factor's diagonal blocks. Without pivoting: the matrix is the mass matrix's with
+    positive additions and small unsymmetric ones. Only products of small matrices and a
+    closed-form 3 × 3 inverse, for a process whose BLAS is threaded (:func:`single_threaded_blas`):
+    about 1 ms for two trees of 25 links, where LAPACK on one thread takes 0.1 ms and, threaded
+    beside other work, tens. A singular block leaves its tree's factors non-finite."""
+    factors = matrix.copy()
+    n_trees, rows = matrix.shape[:2]
+    inverses = xp.empty((n_trees, rows // 3, 3, 3), dtype=matrix.dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in range(rows // 3):
+            pivot, rest = slice(3 * k, 3 * k + 3), slice(3 * k + 3, rows)
+            inverses[:, k] = _inverse3(xp, factors[:, pivot, pivot])
+            lower = factors[:, rest, pivot] @ inverses[:, k]
+            factors[:, rest, pivot] = lower
+            factors[:, rest, rest] -= lower @ factors[:, pivot, rest]
+    return factors, inverses
+
+
+def _block_lu_solve(lower_upper: Any, pivot_inverses: Any, b: Any) -> Any:
+    """``x`` (T, 3n) with ``matrix x = b`` (T, 3n) from :func:`_block_lu`'s factors."""
+    x = b.copy()
+    blocks = pivot_inverses.shape[1]
+    for k in range(1, blocks):
+        row, before = slice(3 * k, 3 * k + 3), slice(0, 3 * k)
+        x[:, row] -= (lower_upper[:, row, before] @ x[:, before, None])[..., 0]
+    with np.errstate(invalid="ignore"):
+        for k in range(blocks - 1, -1, -1):
+            row, after = slice(3 * k, 3 * k + 3), slice(3 * k + 3, 3 * blocks)
+            remainder = x[:, row] - (lower_upper[:, row, after] @ x[:, after, None])[..., 0]
+            x[:, row] = (pivot_inverses[:, k] @ remainder[..., None])[..., 0]
+    return x
+
+
+def _inverse3(xp: Any, a: Any) -> Any:
+    """Inverses of (..., 3, 3) matrices through their cofactors, read off the matrix extended
+    cyclically to 5 × 5 (the cyclic order carries the signs); non-finite where singular."""
+    wide = xp.concatenate((a, a[..., :2, :]), axis=-2)
+    wide = xp.concatenate((wide, wide[..., :2]), axis=-1)
+    cofactors = (
+        wide[..., 1:4, 1:4] * wide[..., 2:5, 2:5] - wide[..., 1:4, 2:5] * wide[..., 2:5, 1:4]
+    )
+    determinant = (a[..., 0, :] * cofactors[..., 0, :]).sum(axis=-1)
+    return cofactors.swapaxes(-1, -2) / determinant[..., None, None]
 
 
 def motion_subspaces(model: Model, data: Data) -> None:

@@ -1020,7 +1020,7 @@ def _newton_exact(
     """
     backend, xp = model.backend, model.xp
     part, links = select_trees(model, trees)
-    tree_of = backend.to_host(part.link_tree)
+    tree_of = part.host_link_tree
     counts = np.bincount(tree_of, minlength=part.n_trees)
     if counts.max() > EXACT_NEWTON_MAX_LINKS:
         return None

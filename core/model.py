@@ -146,6 +146,9 @@ class Model:
         Number of trees: root strands with their branches; tree ``t`` is depth-0 link ``t``.
     link_tree : device int (N,)
         The tree of each link.
+    host_link_parent, host_link_tree : host int (N,)
+        Each link's level-major parent (-1 at depth 0) and its tree, kept on the host for the
+        layouts built from them (:func:`select_trees`, :class:`.dynamics.DenseLayout`).
     link_base : device int (N,)
         The base (tree) each link belongs to; its spatial quantities refer to that base's origin.
     link_parent_frame : device int (N,)
@@ -205,6 +208,8 @@ class Model:
     link_parent_tail: Any
     n_trees: int
     link_tree: Any
+    host_link_parent: np.ndarray = field(repr=False)
+    host_link_tree: np.ndarray = field(repr=False)
     link_base: Any
     link_parent_frame: Any
     joint_offset: Any
@@ -533,7 +538,7 @@ def _forest_layout(backend: Backend, depth: np.ndarray, parent: np.ndarray) -> d
 
     Returns the :class:`Model` fields that describe the levels: bounds and slices, parents as
     slices where contiguous and as index arrays, child rounds for scatter-adds, the whole-forest
-    parent shift, and the tree of every link.
+    parent shift, and the tree of every link (on the device and, with the parents, on the host).
     """
     n_links = len(depth)
     n_levels = int(depth.max()) + 1
@@ -583,6 +588,8 @@ def _forest_layout(backend: Backend, depth: np.ndarray, parent: np.ndarray) -> d
         "link_parent_tail": backend.from_host(tail),
         "n_trees": n_trees,
         "link_tree": backend.from_host(tree),
+        "host_link_parent": parent,
+        "host_link_tree": tree,
     }
 
 
@@ -797,21 +804,18 @@ def select_trees(model: Model, trees: Any) -> tuple[Model, np.ndarray]:
     the whole model would (see :func:`.integrators.step_implicit`). Strands keep their names and
     original indices (``strand_index``).
     """
-    backend, to_host = model.backend, model.backend.to_host
-    link_tree = to_host(model.link_tree)
-    links = np.nonzero(np.isin(link_tree, np.asarray(trees, dtype=np.int64)))[0]
+    backend = model.backend
+    links = np.nonzero(np.isin(model.host_link_tree, np.asarray(trees, dtype=np.int64)))[0]
     n_links = len(links)
     renumber = np.full(model.n_links, -1, dtype=np.int64)
     renumber[links] = np.arange(n_links)
-    parent = np.full(model.n_links, -1, dtype=np.int64)
     depth = np.zeros(model.n_links, dtype=np.int64)
     for d, (start, stop) in enumerate(model.level_bounds):
         depth[start:stop] = d
-        if d:
-            parent[start:stop] = to_host(model.level_parent[d])
-    parent = np.where(parent[links] >= 0, renumber[np.maximum(parent[links], 0)], -1)
+    parent = model.host_link_parent[links]
+    parent = np.where(parent >= 0, renumber[np.maximum(parent, 0)], -1)
     layout = _forest_layout(backend, depth[links], parent)
-    link_base = to_host(model.link_base)[links]
+    link_base = backend.to_host(model.link_base)[links]
 
     strand_of_link = np.repeat(np.arange(model.n_strands), np.diff(model.link_offsets))
     strands = np.unique(strand_of_link[renumber[model.link_order] >= 0])

@@ -124,8 +124,8 @@ importlib.import_module(module).serve(sys.stdin.buffer, sys.stdout.buffer)
 
 
 # A worker has a core of its own (``SolverSettings.workers`` counts cores), so the BLAS behind its
-# NumPy (the dense per-tree solves, :class:`.dynamics.DenseTrees`) runs one thread there: more
-# would spin on the other workers' cores. Set in the workers' environment only, before NumPy
+# NumPy runs one thread there: more would spin on the other workers' cores, and the dense
+# per-tree solves (:class:`.dynamics.DenseTrees`) then take LAPACK's. Set in the workers' environment only, before NumPy
 # loads; the host's own threads are left as they are.
 ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 
@@ -295,7 +295,7 @@ def tree_groups(model: Model, count: int) -> list[np.ndarray]:
     little of the strand interaction's grid (each sends and receives its own window of it,
     :mod:`.interaction`); without interaction trees are independent and any grouping steps
     them alike."""
-    link_tree = model.backend.to_host(model.link_tree)
+    link_tree = model.host_link_tree
     sizes = np.bincount(link_tree, minlength=model.n_trees)
     point_tree = link_tree[model.point_link]
     points = np.bincount(point_tree, minlength=model.n_trees)

@@ -223,11 +223,23 @@ def _newton_matrix(model, data, q, joint_blocks, link_blocks):
     return matrix
 
 
-def test_dense_tree_blocks_solve_move_and_load_as_the_sweeps_do(backend):
+def _blas_threads(monkeypatch, threads: str | None) -> None:
+    """The process's BLAS told to run ``threads`` threads (None: as it likes), as
+    ``dynamics.single_threaded_blas`` reads it: LAPACK's dense solves with one thread, the
+    block factorisation otherwise."""
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    if threads is not None:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", threads)
+
+
+@pytest.mark.parametrize("threads", ["1", None])
+def test_dense_tree_blocks_solve_move_and_load_as_the_sweeps_do(backend, threads, monkeypatch):
     """On a forest of trees of different sizes (padded blocks), moving, with the velocity
-    forces' derivative and the tension's geometric stiffness, ``DenseTrees`` solves, moves the
-    links and loads the joints as the articulated-body factorisation and the passes over the
-    levels do."""
+    forces' derivative and the tension's geometric stiffness, ``DenseTrees`` solves (by LAPACK
+    and by its block factorisation), moves the links and loads the joints as the
+    articulated-body factorisation and the passes over the levels do."""
+    _blas_threads(monkeypatch, threads)
     rng = np.random.default_rng(7)
     specs = [*random_tree(rng), StrandSpec(random_walk(rng, 4, np.ones(3)))]
     model = build_model(specs, StrandParameters(radius=0.01, drag=0.5), backend=backend)
@@ -256,9 +268,33 @@ def test_dense_tree_blocks_solve_move_and_load_as_the_sweeps_do(backend):
     assert np.abs(host(dense.load(model, force)) - load).max() <= 1e-12 * np.abs(load).max()
 
 
-def test_a_singular_dense_tree_block_answers_not_a_number_for_that_tree_alone(backend):
+@pytest.mark.parametrize("threads", ["1", None])
+def test_dense_blocks_are_taken_for_a_few_small_trees_on_numpy(backend, threads, monkeypatch):
+    """``dense_pays``: trees of at most 48 links, up to 35 strands of 25 links where LAPACK
+    solves on one thread and 10 where the block factorisation does; never on another backend
+    (not measured on a GPU)."""
+    _blas_threads(monkeypatch, threads)
+
+    def pays(strands: int, links: int) -> bool:
+        starts = [(0.01 * k, 0.0, 0.0) for k in range(strands)]
+        specs = [StrandSpec(polyline(links, 0.2, start=start)) for start in starts]
+        return dynamics.dense_pays(build_model(specs, backend=backend))
+
+    on_numpy = backend.name == "numpy"
+    assert pays(10, 25) == on_numpy
+    assert pays(35, 25) == (on_numpy and threads == "1")
+    assert not pays(36, 25)
+    assert not pays(1, 49)
+
+
+@pytest.mark.parametrize("threads", ["1", None])
+def test_a_singular_dense_tree_block_answers_not_a_number_for_that_tree_alone(
+    backend, threads, monkeypatch
+):
     """A tree whose step blew up (a singular block) gets a non-finite answer, as the sweeps'
-    division by its joint's articulated inertia gives it, and is halved; the others' stand."""
+    division by its joint's articulated inertia gives it, and is halved; the others' stand
+    (LAPACK's solve and the block factorisation alike)."""
+    _blas_threads(monkeypatch, threads)
     rng = np.random.default_rng(8)
     specs = [StrandSpec(random_walk(rng, 3, np.full(3, float(k)))) for k in range(2)]
     model = build_model(specs, StrandParameters(radius=0.01), backend=backend)

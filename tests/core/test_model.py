@@ -11,7 +11,8 @@ from oriented_strands.core import (
     StrandSpec,
     build_model,
 )
-from strands import polyline, random_tree
+from oriented_strands.core.model import select_trees
+from strands import polyline, random_tree, random_walk
 
 
 @pytest.mark.parametrize(
@@ -118,6 +119,25 @@ def test_links_are_stored_level_major_with_parents_one_level_up(backend):
     )
     assert list(depth_of[model.link_offsets[1] : model.link_offsets[2]]) == [3, 4, 5]
     assert list(depth_of[model.link_offsets[2] : model.link_offsets[3]]) == [5, 6]
+
+
+def test_the_hosts_parents_and_trees_are_the_devices_for_a_forest_and_a_part_of_it(backend):
+    rng = np.random.default_rng(3)
+    specs = random_tree(rng) + [
+        StrandSpec(random_walk(rng, 4, np.ones(3))),
+        StrandSpec(random_walk(rng, 6, 2.0 * np.ones(3))),
+    ]
+    model = build_model(specs, backend=backend)
+    part, _ = select_trees(model, [0, 2])
+    for forest in (model, part):
+        assert forest.host_link_parent[: forest.n_trees].tolist() == [-1] * forest.n_trees
+        for depth in range(1, forest.n_levels):
+            start, stop = forest.level_bounds[depth]
+            np.testing.assert_array_equal(
+                forest.host_link_parent[start:stop], backend.to_host(forest.level_parent[depth])
+            )
+        np.testing.assert_array_equal(forest.host_link_tree, backend.to_host(forest.link_tree))
+    assert part.n_trees == 2
 
 
 def test_masses_and_inertias_are_those_of_thin_rods(backend):
