@@ -44,57 +44,15 @@ from pathlib import Path
 
 import numpy as np
 
-from . import staging
+from . import bust, staging
+from .bust import HEAD_CENTRE, HEAD_RADIUS
 from .strands_io.geometry import points_at_arc_lengths, polyline_length
 
-HEAD_CENTRE = np.array([0.0, 0.0, 1.62])
-HEAD_RADIUS = 0.1
 FPS = 24
 # Where the hair is swept from: just in front of the hairline, a little to the bust's left.
 SWEPT_FROM = np.array([0.015, -0.097, 0.02])
 HAIR_LENGTH = 0.32
 TREE_ROOT = np.array([1.35, 1.65, 0.0])
-
-# The bust's cross-sections, from the cut below the chest to the top of the neck (inside the
-# head): height (m), half-width across x, half-depth along y, the section's centre on y, and its
-# squareness (2: an ellipse; more: a rounded rectangle). A smooth spline runs through them.
-SECTIONS = np.array(
-    [
-        (1.100, 0.172, 0.090, -0.006, 2.6),
-        (1.160, 0.188, 0.100, -0.010, 2.6),
-        (1.230, 0.200, 0.106, -0.008, 2.6),
-        (1.300, 0.210, 0.102, -0.004, 2.7),
-        (1.350, 0.212, 0.094, 0.000, 2.6),
-        (1.385, 0.198, 0.084, 0.004, 2.5),
-        (1.405, 0.170, 0.074, 0.006, 2.4),
-        (1.420, 0.125, 0.066, 0.008, 2.3),
-        (1.432, 0.090, 0.060, 0.010, 2.2),
-        (1.450, 0.070, 0.058, 0.012, 2.0),
-        (1.500, 0.062, 0.055, 0.012, 2.0),
-        (1.570, 0.058, 0.052, 0.010, 2.0),
-    ]
-)
-
-# The face, carved into the front of the head: (x, z) about the head's centre (m), the spread
-# across and up (m), and how far it stands out of the face (m; hollows are negative).
-FEATURES = [
-    ((0.0, -0.048), (0.009, 0.022), 0.020),  # the nose's bridge
-    ((0.0, -0.062), (0.009, 0.008), 0.008),  # its tip
-    ((0.013, -0.064), (0.007, 0.006), 0.005),  # its wings
-    ((-0.013, -0.064), (0.007, 0.006), 0.005),
-    ((0.032, -0.022), (0.016, 0.011), -0.011),  # eye sockets
-    ((-0.032, -0.022), (0.016, 0.011), -0.011),
-    ((0.032, -0.022), (0.009, 0.007), 0.007),  # eyes
-    ((-0.032, -0.022), (0.009, 0.007), 0.007),
-    ((0.030, -0.004), (0.022, 0.007), 0.005),  # brows
-    ((-0.030, -0.004), (0.022, 0.007), 0.005),
-    ((0.046, -0.042), (0.020, 0.020), 0.006),  # cheekbones
-    ((-0.046, -0.042), (0.020, 0.020), 0.006),
-    ((0.0, -0.078), (0.017, 0.006), 0.006),  # lips
-    ((0.0, -0.091), (0.014, 0.007), 0.006),
-    ((0.0, -0.0845), (0.022, 0.0025), -0.003),  # where they meet
-    ((0.0, -0.117), (0.018, 0.013), 0.008),  # chin
-]
 
 
 @dataclass(frozen=True)
@@ -126,93 +84,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="a reduced run (tests)")
     return parser.parse_args(argv)
-
-
-def _smoothstep(edge0: float, edge1: float, x: np.ndarray) -> np.ndarray:
-    t = np.clip((x - edge0) / (edge1 - edge0), 0.0, 1.0)
-    return t * t * (3.0 - 2.0 * t)
-
-
-def _catmull_rom(keys: np.ndarray, per_span: int) -> np.ndarray:
-    """Points (m, d) of the Catmull–Rom spline through ``keys`` (k, d), ``per_span`` per span."""
-    padded = np.vstack((2.0 * keys[0] - keys[1], keys, 2.0 * keys[-1] - keys[-2]))
-    t = np.linspace(0.0, 1.0, per_span, endpoint=False)[:, None]
-    spans = []
-    for p0, p1, p2, p3 in zip(padded, padded[1:], padded[2:], padded[3:], strict=False):
-        spans.append(
-            p1
-            + 0.5 * (p2 - p0) * t
-            + 0.5 * (2.0 * p0 - 5.0 * p1 + 4.0 * p2 - p3) * t**2
-            + 0.5 * (3.0 * (p1 - p2) + p3 - p0) * t**3
-        )
-    return np.vstack((*spans[: len(keys) - 1], keys[-1:]))
-
-
-BUST_SECTIONS = _catmull_rom(SECTIONS, 6)
-
-
-def _outside_bust(points: np.ndarray, margin: float) -> np.ndarray:
-    """``points`` (n, 3), world, m, moved straight out from the bust's axis where they lie
-    within ``margin`` of it."""
-    z = points[:, 2]
-    height, half_width, half_depth, centre, power = (
-        np.interp(z, BUST_SECTIONS[:, 0], column) for column in BUST_SECTIONS.T
-    )
-    x, y = points[:, 0], points[:, 1] - centre
-    size = np.abs(x / (half_width + margin)) ** power + np.abs(y / (half_depth + margin)) ** power
-    inside = (size < 1.0) & (z >= BUST_SECTIONS[0, 0]) & (z <= BUST_SECTIONS[-1, 0])
-    scale = np.where(inside, np.maximum(size, 1e-9) ** (-1.0 / power), 1.0)
-    return np.stack((x * scale, y * scale + centre, z), axis=1)
-
-
-def _torso_mesh(bpy):
-    """The bust's chest, shoulders and neck: the cross-sections lofted, 64 points round, closed
-    by a flat cut below and a cap inside the head."""
-    around = np.linspace(0.0, 2.0 * math.pi, 64, endpoint=False)
-    cos, sin = np.cos(around), np.sin(around)
-    rings = []
-    for height, half_width, half_depth, centre, power in BUST_SECTIONS:
-        x = half_width * np.sign(cos) * np.abs(cos) ** (2.0 / power)
-        y = centre + half_depth * np.sign(sin) * np.abs(sin) ** (2.0 / power)
-        rings.append(np.stack((x, y, np.full_like(x, height)), axis=1))
-    count, n = len(rings), len(around)
-    bottom, top = count * n, count * n + 1
-    vertices = np.vstack(
-        (*rings, (0.0, 0.0, BUST_SECTIONS[0, 0]), (0.0, 0.01, BUST_SECTIONS[-1, 0]))
-    )
-    faces = []
-    for ring in range(count - 1):
-        for k in range(n):
-            a, b = ring * n + k, ring * n + (k + 1) % n
-            faces.append((a, b, b + n, a + n))
-    for k in range(n):
-        faces.append((bottom, (k + 1) % n, k))
-        faces.append((top, (count - 1) * n + k, (count - 1) * n + (k + 1) % n))
-    mesh = bpy.data.meshes.new("Bust")
-    mesh.from_pydata(vertices.tolist(), [], faces)
-    mesh.shade_smooth()
-    return mesh
-
-
-def _head_mesh(bpy):
-    """A sculpted head about its centre: the skull a ball just inside the scalp the hair grows
-    on, the lower face drawn down into a jaw and chin and narrowed, the back of the skull
-    rounded into the neck, and the face (nose, eyes, brows, cheekbones, lips, chin) carved in
-    front (−y)."""
-    mesh = staging.sphere_mesh(bpy, "Head", 1.0, rings=96)
-    unit = np.empty(len(mesh.vertices) * 3)
-    mesh.vertices.foreach_get("co", unit)
-    x, y, z = (0.097 * unit.reshape(-1, 3)).T
-    below, front = _smoothstep(0.01, -0.1, z), _smoothstep(0.03, -0.09, y)
-    z = z - 0.035 * below * front
-    x = x * (1.0 - 0.22 * below)
-    y = np.where(y > 0.0, y * (1.0 - 0.35 * below), y * (1.0 - 0.08 * front))
-    for (x0, z0), (spread_x, spread_z), height in FEATURES:
-        bump = height * np.exp(-(((x - x0) / spread_x) ** 2) - ((z - z0) / spread_z) ** 2)
-        y = y - front * bump
-    mesh.vertices.foreach_set("co", np.stack((x, y, z), axis=1).ravel())
-    mesh.update()
-    return mesh
 
 
 def _hair_material(bpy):
@@ -287,17 +158,17 @@ def _bust(bpy, rig, stone, plinth):
     scalp.oriented_strands_obstacle.shape = "SPHERE"
     scalp.hide_render = True
     _on_bone(scalp, rig, "head")
-    _on_bone(staging.placed(bpy, _head_mesh(bpy), HEAD_CENTRE, stone), rig, "head")
-    body = staging.placed(bpy, _torso_mesh(bpy), (0.0, 0.0, 0.0), stone, "MESH")
+    _on_bone(staging.placed(bpy, bust.head_mesh(bpy), HEAD_CENTRE, stone), rig, "head")
+    body = staging.placed(bpy, bust.torso_mesh(bpy), (0.0, 0.0, 0.0), stone, "MESH")
     body.parent = rig
     x, _, z = np.array([v.co for v in body.data.vertices]).T
     # A shrug lifts the shoulders, not the chest below them nor the neck between them; the top
     # of the neck turns with the head.
-    shoulder = _smoothstep(1.22, 1.36, z) * _smoothstep(0.05, 0.16, np.abs(x))
+    shoulder = bust.smoothstep(1.22, 1.36, z) * bust.smoothstep(0.05, 0.16, np.abs(x))
     weights = {
         "shoulder.L": np.where(x > 0.0, shoulder, 0.0),
         "shoulder.R": np.where(x < 0.0, shoulder, 0.0),
-        "head": _smoothstep(1.47, 1.55, z),
+        "head": bust.smoothstep(1.47, 1.55, z),
     }
     weights["neck"] = np.clip(1.0 - sum(weights.values()), 0.0, 1.0)
     for name, weight in weights.items():
@@ -306,7 +177,7 @@ def _bust(bpy, rig, stone, plinth):
             group.add([int(index)], float(weight[index]), "REPLACE")
     body.modifiers.new("Armature", "ARMATURE").object = rig
     # The bust's cut stands on a round socle on a square pedestal.
-    bottom = BUST_SECTIONS[0, 0]
+    bottom = bust.BUST_SECTIONS[0, 0]
     socle = staging.cylinder_mesh(bpy, "Socle", 0.13, 0.06, 0.11)
     staging.placed(bpy, socle, (0.0, 0.0, bottom - 0.03), plinth)
     pedestal = staging.box_mesh(bpy, "Plinth", (0.42, 0.42, bottom - 0.06))
@@ -354,7 +225,7 @@ def _swept_hair(polar: np.ndarray, azimuth: np.ndarray, points: int, seed: int =
         dropped = where + np.column_stack(
             (flare[:, None] * step * across, np.full(len(where), -step))
         )
-        dropped = _outside_bust(dropped + HEAD_CENTRE, 0.004) - HEAD_CENTRE
+        dropped = bust.outside_bust(dropped + HEAD_CENTRE, 0.004) - HEAD_CENTRE
         moved = np.where(falling[:, None], dropped, head_point)
         travelled += np.linalg.norm(moved - where, axis=1)
         where = moved
@@ -383,7 +254,7 @@ def _ponytail(bpy, scalp, strands: int, material):
     across = np.array([[1.0, 0.0, 0.0], [0.0, -0.26, 0.97]])
     s = np.linspace(0.0, 0.34, 12)
     # The strands' slope: 15° up at the tie, bending down to 80° below level within 18 cm.
-    slope = np.radians(15.0) - np.radians(95.0) * _smoothstep(0.0, 0.18, s)
+    slope = np.radians(15.0) - np.radians(95.0) * bust.smoothstep(0.0, 0.18, s)
     step = np.diff(s, prepend=0.0)
     arc = np.stack(
         (np.zeros_like(s), np.cumsum(step * np.cos(slope)), np.cumsum(step * np.sin(slope))),

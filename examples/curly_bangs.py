@@ -25,10 +25,10 @@ import sys
 
 import numpy as np
 
-from oriented_strands import staging
+from oriented_strands import bust, staging
 
 HEAD = np.array([0.0, 0.0, 1.5])
-HEAD_RADIUS = 0.1
+HEAD_RADIUS = bust.HEAD_RADIUS
 CURL_POINTS = 33
 # m, down the curl's axis, on average: short over the forehead, longest at the sides.
 CURL_LENGTH_FRONT, CURL_LENGTH_SIDE = 0.06, 0.14
@@ -96,11 +96,13 @@ def build(bpy, quick: bool) -> staging.Example:
     hair = staging.hair_material(bpy, "Curls", melanin=0.85, redness=0.45)
     ground = staging.material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9)
 
-    head_mesh = staging.sphere_mesh(bpy, "Head", HEAD_RADIUS)
-    head = staging.placed(bpy, head_mesh, HEAD, skin, "SPHERE")
-    staging.eyes(bpy, head, (0.035, -0.09, -0.02), 0.011)
-    neck_mesh = staging.cylinder_mesh(bpy, "Neck", 0.05, 1.4, 0.045)
-    staging.placed(bpy, neck_mesh, (0.0, 0.02, 0.7), skin)
+    # The curls grow on, and collide with, the scalp (a ball hidden in renders); the sculpted
+    # head turns with it, on a still neck and shoulders.
+    head = staging.placed(bpy, staging.sphere_mesh(bpy, "Scalp", HEAD_RADIUS), HEAD, skin, "SPHERE")
+    head.hide_render = True
+    face = staging.placed(bpy, bust.head_mesh(bpy), HEAD, skin)
+    staging.parent_keeping_place(bpy, face, head)
+    staging.placed(bpy, bust.torso_mesh(bpy), HEAD - bust.HEAD_CENTRE, skin)
     # Still for the first quarter, then a shake and a nod, still again from 70 %.
     moves = ((0.25, 0.0, 0.0), (0.33, 0.0, 35.0), (0.43, 0.0, -35.0), (0.5, 0.0, 0.0))
     moves += ((0.57, 20.0, 0.0), (0.63, -10.0, 0.0), (0.7, 0.0, 0.0))

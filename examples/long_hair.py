@@ -4,7 +4,7 @@ paper's §7 long hair).
 Long guide hair grown on a head (Blender's *Empty Hair*) falls over the head, neck and
 shoulders. After a still half second the head whips round to one side and back at up to
 about 400°/s and nods; the strands feel the head's exact acceleration, collide with the head
-(a sphere), the neck and the shoulders (capsules), and push apart where they crowd
+(a sphere) and the neck and shoulders (a mesh), and push apart where they crowd
 (*Interaction*). Render hair is grown around the guides by Blender's own hair nodes
 (*Add Child Hair*).
 
@@ -12,8 +12,8 @@ Run from the repository root in the Blender venv::
 
     python examples/long_hair.py --output gallery_output
 
-Its figures: the deepest point inside the head, as a share of the collision radius; how far the
-tips swung in the head's frame; the steps the solver redid in halves or held rigid.
+Its figures: the deepest point inside the head and inside the body, as a share of the collision
+radius; how far the tips swung in the head's frame.
 """
 
 from __future__ import annotations
@@ -23,18 +23,20 @@ import sys
 
 import numpy as np
 
-from oriented_strands import staging
+from oriented_strands import bust, staging
 
 HEAD = np.array([0.0, 0.0, 1.55])
-HEAD_RADIUS = 0.1
+HEAD_RADIUS = bust.HEAD_RADIUS
 HAIR_LENGTH = 0.42
 COLLISION_RADIUS = 0.002
+DRAWN_POINTS = 64
 
 
 def _guides(count: int, points: int) -> list[np.ndarray]:
     """Long hair in the head's space, combed back: each guide leaves its root along the scalp
     down its meridian (over the top to the back for a root on the front of the crown), lifted
-    8 mm off the head, to 100° from the top, then falls straight down."""
+    8 mm off the head, to 100° from the top, then falls straight down, outside the neck and
+    shoulders."""
     polar, azimuth = staging.scalp_roots(2 * count)
     # No root low on the front third of the head, whose hair would fall over the face.
     from_front = np.abs((azimuth + 0.5 * math.pi + math.pi) % (2.0 * math.pi) - math.pi)
@@ -54,17 +56,30 @@ def _guides(count: int, points: int) -> list[np.ndarray]:
         # Below the head the hair falls a little outward, over the shoulders.
         outward = 0.08 * np.maximum(over, 0.0)
         across = sign * (radius * np.sin(travelled) + outward)
-        guides.append(
-            np.stack(
-                (
-                    across * math.cos(phi),
-                    across * math.sin(phi),
-                    radius * np.cos(travelled) - over,
-                ),
-                axis=1,
-            )
+        guide = np.stack(
+            (across * math.cos(phi), across * math.sin(phi), radius * np.cos(travelled) - over),
+            axis=1,
         )
+        # Out of the neck and shoulders, 1 cm off them across (on the slope of the shoulders,
+        # a few millimetres along their normal).
+        guides.append(bust.outside_bust(guide + bust.HEAD_CENTRE, 0.01) - bust.HEAD_CENTRE)
     return guides
+
+
+def _clearance(bpy, body, points: np.ndarray) -> float:
+    """The smallest signed distance (m; negative inside) from ``points`` (..., 3), world, to the
+    still ``body``'s surface, as Blender's BVH tree measures it."""
+    from mathutils import Vector
+    from mathutils.bvhtree import BVHTree
+
+    tree = BVHTree.FromObject(body, bpy.context.evaluated_depsgraph_get())
+    inverse = body.matrix_world.inverted()
+    closest = np.inf
+    for point in points.reshape(-1, 3):
+        local = inverse @ Vector(point)
+        nearest, normal, _, distance = tree.find_nearest(local)
+        closest = min(closest, distance if (local - nearest).dot(normal) >= 0.0 else -distance)
+    return float(closest)
 
 
 def build(bpy, quick: bool) -> staging.Example:
@@ -75,24 +90,19 @@ def build(bpy, quick: bool) -> staging.Example:
     guides, points = (40, 9) if quick else (300, 13)
     skin = staging.material(bpy, "Skin", (0.8, 0.6, 0.5), 0.45)
     hair_material = staging.hair_material(bpy, "Hair", melanin=0.55, redness=0.6)
-    cloth = staging.material(bpy, "Shirt", (0.15, 0.22, 0.35), 0.8)
     ground = staging.material(bpy, "Ground", (0.35, 0.35, 0.33), 0.9)
 
-    head_mesh = staging.sphere_mesh(bpy, "Head", HEAD_RADIUS)
-    head = staging.placed(bpy, head_mesh, HEAD, skin, "SPHERE")
-    staging.eyes(bpy, head, (0.035, -0.092, 0.02), 0.011)
-    neck_mesh = staging.cylinder_mesh(bpy, "Neck", 0.05, 0.22)
-    staging.placed(bpy, neck_mesh, HEAD + np.array([0.0, 0.01, -0.15]), skin, "CAPSULE")
-    torso_mesh = staging.sphere_mesh(bpy, "Shoulders", 1.0, (0.21, 0.12, 0.25))
-    staging.placed(bpy, torso_mesh, HEAD + np.array([0.0, 0.02, -0.5]), cloth)
-    # The hair collides with the shoulders as a capsule across them (hidden in renders): hair
-    # lying on a coarse mesh's distance grid has many of its steps halved (docs/collisions.md,
-    # Limits).
-    collider_mesh = staging.cylinder_mesh(bpy, "Shoulders collider", 0.075, 0.43)
-    at = HEAD + np.array([0.0, 0.02, -0.34])
-    collider = staging.placed(bpy, collider_mesh, at, cloth, "CAPSULE")
-    collider.rotation_euler = (0.0, math.radians(90.0), 0.0)
-    collider.hide_render = True
+    # The hair grows on, and collides with, the scalp (a ball hidden in renders); the sculpted
+    # head turns with it.
+    head = staging.placed(bpy, staging.sphere_mesh(bpy, "Scalp", HEAD_RADIUS), HEAD, skin, "SPHERE")
+    head.hide_render = True
+    face = staging.placed(bpy, bust.head_mesh(bpy), HEAD, skin)
+    staging.parent_keeping_place(bpy, face, head)
+    # The neck, shoulders and chest are a mesh obstacle, still, its distance grid of 5 mm cells
+    # (*Cell Size*; the default, a 48th of its size, 1 cm here, rounds the shoulders' edges
+    # into the hair's 2 mm collision radius: a third of it against a sixth, measured).
+    body = staging.placed(bpy, bust.torso_mesh(bpy), HEAD - bust.HEAD_CENTRE, skin, "MESH")
+    body.oriented_strands_obstacle.cell_size = 0.005
 
     # Still for half a second, then a whip to the left and back, a nod, still from 2.2 s.
     moves = ((0.5, 0.0, 0.0), (0.8, 0.0, 80.0), (1.1, 0.0, 80.0), (1.45, 0.0, -20.0))
@@ -110,7 +120,9 @@ def build(bpy, quick: bool) -> staging.Example:
     bpy.ops.object.curves_empty_hair_add()
     hair = bpy.context.active_object
     hair.name = hair.data.name = "Hair"
-    drawn = _guides(guides, points)
+    # Drawn finely, so that the strands resampled to their segments start outside the
+    # shoulders, not on chords cutting across them.
+    drawn = _guides(guides, DRAWN_POINTS)
     hair.data.add_curves([len(g) for g in drawn])
     hair.data.attributes["position"].data.foreach_set(
         "vector", np.concatenate(drawn).astype(np.float32).ravel()
@@ -138,6 +150,10 @@ def build(bpy, quick: bool) -> staging.Example:
         return {
             "deepest_in_head_share_of_radius": float(
                 max(0.0, (inside + COLLISION_RADIUS).max()) / COLLISION_RADIUS
+            ),
+            "deepest_in_body_share_of_radius": float(
+                max(0.0, COLLISION_RADIUS - _clearance(bpy, body, where[:, rooted]))
+                / COLLISION_RADIUS
             ),
             "tip_swing_m": float(np.linalg.norm(tips - still, axis=2).max()),
             "finite": float(np.isfinite(where).all()),

@@ -27,6 +27,24 @@ HEAD = np.array([0.0, 0.0, 0.62])
 HEAD_RADIUS = 0.1
 EAR_POINTS = 10
 EAR_LENGTH = 0.22  # m
+NOSE = np.array([0.0, -0.134, -0.018])  # from the head's centre, m
+
+
+def _head_mesh(bpy):
+    """A rabbit's head about its centre: a ball drawn forward (-y) into a muzzle, with full
+    cheeks low on its sides and a rounder, narrower crown where the ears stand."""
+    mesh = staging.sphere_mesh(bpy, "Head", 1.0, rings=64)
+    unit = np.empty(len(mesh.vertices) * 3)
+    mesh.vertices.foreach_get("co", unit)
+    x, y, z = unit.reshape(-1, 3).T
+    front = np.clip(-y, 0.0, 1.0) ** 2
+    low = np.clip(-z + 0.2, 0.0, 1.0)
+    x = 0.088 * x * (1.0 + 0.18 * low - 0.25 * front)
+    z = 0.09 * z * (1.0 - 0.2 * front)
+    y = 0.1 * y - 0.035 * front * np.exp(-(((z + 0.02) / 0.05) ** 2))
+    mesh.vertices.foreach_set("co", np.stack((x, y, z), axis=1).ravel())
+    mesh.update()
+    return mesh
 
 
 def _ears() -> list[np.ndarray]:
@@ -67,14 +85,16 @@ def build(bpy, quick: bool) -> staging.Example:
     seconds = 2.0 if quick else 4.0
     frame = staging.timeline(bpy, seconds)
 
-    fur = staging.material(bpy, "Fur", (0.36, 0.3, 0.25), 0.8)
+    fur = staging.material(bpy, "Fur", (0.5, 0.35, 0.22), 0.8)
     inner = staging.material(bpy, "Ear", (0.6, 0.4, 0.38), 0.6)
     ground = staging.material(bpy, "Ground", (0.3, 0.38, 0.24), 0.9)
 
-    head = staging.placed(bpy, staging.sphere_mesh(bpy, "Head", HEAD_RADIUS), HEAD, fur)
+    head = staging.placed(bpy, _head_mesh(bpy), HEAD, fur)
     body_mesh = staging.sphere_mesh(bpy, "Body", 1.0, (0.16, 0.2, 0.2))
     staging.placed(bpy, body_mesh, (0.0, 0.08, 0.36), fur)
-    staging.eyes(bpy, head, (0.045, -0.08, 0.03), 0.013)
+    staging.eyes(bpy, head, (0.066, -0.045, 0.028), 0.015)
+    nose = staging.placed(bpy, staging.sphere_mesh(bpy, "Nose", 0.011), HEAD + NOSE, inner)
+    staging.parent_keeping_place(bpy, nose, head)
     # Hops while turning, in the first 40 % of the shot; still from then on.
     # A hop every 0.2 to 0.25 s.
     hops = 3 if quick else 7
