@@ -125,8 +125,8 @@ importlib.import_module(module).serve(sys.stdin.buffer, sys.stdout.buffer)
 
 # A worker has a core of its own (``SolverSettings.workers`` counts cores), so the BLAS behind its
 # NumPy runs one thread there: more would spin on the other workers' cores, and the dense
-# per-tree solves (:class:`.dynamics.DenseTrees`) then take LAPACK's. Set in the workers' environment only, before NumPy
-# loads; the host's own threads are left as they are.
+# per-tree solves (:class:`.dynamics.DenseTrees`) then take LAPACK's. Set in the workers'
+# environment only, before NumPy loads; the host's own threads are left as they are.
 ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
