@@ -913,7 +913,7 @@ def dense_pays(model: Model) -> bool:
     :data:`DENSE_ENTRIES_BLOCKED` where the BLAS is threaded, :func:`single_threaded_blas`)."""
     if model.backend.name != "numpy":
         return False
-    largest = model.n_links if model.n_trees == 1 else _largest_tree(model)
+    largest = int(np.bincount(model.host_link_tree).max())
     entries = model.n_trees * (3 * largest) ** 2
     return largest <= DENSE_LINKS and entries <= (
         DENSE_ENTRIES if single_threaded_blas() else DENSE_ENTRIES_BLOCKED
@@ -928,11 +928,6 @@ def single_threaded_blas() -> bool:
     0.14 ms alone, and a 3 × 3 inverse 8 ms against 8 µs). The engine leaves its host's threads
     as they are."""
     return "1" in (os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"))
-
-
-def _largest_tree(model: Model) -> int:
-    """The link count of ``model``'s largest tree."""
-    return int(np.bincount(model.host_link_tree).max())
 
 
 @dataclass(frozen=True, eq=False)

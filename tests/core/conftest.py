@@ -14,3 +14,18 @@ def backend(request) -> Backend:
     if request.param == "strict":
         return Backend("strict", strict_xp, "float64")
     return get_backend(request.param)
+
+
+@pytest.fixture
+def blas_threads(monkeypatch):
+    """Tell the process's BLAS to run ``threads`` threads (None: as it likes), as
+    ``dynamics.single_threaded_blas`` reads it: LAPACK's dense solves with one thread, the
+    block factorisation otherwise."""
+
+    def told(threads: str | None) -> None:
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+            monkeypatch.delenv(name, raising=False)
+        if threads is not None:
+            monkeypatch.setenv("OPENBLAS_NUM_THREADS", threads)
+
+    return told

@@ -565,7 +565,7 @@ def test_hair_on_a_turning_head_stays_outside_head_and_neck(backend, seconds):
 
 
 def test_a_few_trees_correct_their_contacts_through_dense_blocks_as_through_the_sweeps(
-    backend, monkeypatch
+    backend, blas_threads, monkeypatch
 ):
     """Three strands on the turning head: a model of a few small trees takes its Newton and
     contact solves through dense per-tree blocks (``dynamics.DenseTrees``; LAPACK's solve where
@@ -578,10 +578,7 @@ def test_a_few_trees_correct_their_contacts_through_dense_blocks_as_through_the_
     head, obstacle_motion = turning_head(obstacles)
     runs = []
     for dense, threads in ((False, None), (True, None), (True, "1")):
-        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-            monkeypatch.delenv(name, raising=False)
-        if threads is not None:
-            monkeypatch.setenv("OPENBLAS_NUM_THREADS", threads)
+        blas_threads(threads)
         monkeypatch.setattr(dynamics, "dense_pays", lambda model, dense=dense: dense)
         sim = Simulation(model, SolverSettings(substeps=4), obstacles=obstacles)
         contacts = 0

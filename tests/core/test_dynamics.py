@@ -223,23 +223,13 @@ def _newton_matrix(model, data, q, joint_blocks, link_blocks):
     return matrix
 
 
-def _blas_threads(monkeypatch, threads: str | None) -> None:
-    """The process's BLAS told to run ``threads`` threads (None: as it likes), as
-    ``dynamics.single_threaded_blas`` reads it: LAPACK's dense solves with one thread, the
-    block factorisation otherwise."""
-    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-        monkeypatch.delenv(name, raising=False)
-    if threads is not None:
-        monkeypatch.setenv("OPENBLAS_NUM_THREADS", threads)
-
-
 @pytest.mark.parametrize("threads", ["1", None])
-def test_dense_tree_blocks_solve_move_and_load_as_the_sweeps_do(backend, threads, monkeypatch):
+def test_dense_tree_blocks_solve_move_and_load_as_the_sweeps_do(backend, threads, blas_threads):
     """On a forest of trees of different sizes (padded blocks), moving, with the velocity
     forces' derivative and the tension's geometric stiffness, ``DenseTrees`` solves (by LAPACK
     and by its block factorisation), moves the links and loads the joints as the
     articulated-body factorisation and the passes over the levels do."""
-    _blas_threads(monkeypatch, threads)
+    blas_threads(threads)
     rng = np.random.default_rng(7)
     specs = [*random_tree(rng), StrandSpec(random_walk(rng, 4, np.ones(3)))]
     model = build_model(specs, StrandParameters(radius=0.01, drag=0.5), backend=backend)
@@ -269,11 +259,11 @@ def test_dense_tree_blocks_solve_move_and_load_as_the_sweeps_do(backend, threads
 
 
 @pytest.mark.parametrize("threads", ["1", None])
-def test_dense_blocks_are_taken_for_a_few_small_trees_on_numpy(backend, threads, monkeypatch):
+def test_dense_blocks_are_taken_for_a_few_small_trees_on_numpy(backend, threads, blas_threads):
     """``dense_pays``: trees of at most 48 links, up to 35 strands of 25 links where LAPACK
     solves on one thread and 10 where the block factorisation does; never on another backend
     (not measured on a GPU)."""
-    _blas_threads(monkeypatch, threads)
+    blas_threads(threads)
 
     def pays(strands: int, links: int) -> bool:
         starts = [(0.01 * k, 0.0, 0.0) for k in range(strands)]
@@ -289,12 +279,12 @@ def test_dense_blocks_are_taken_for_a_few_small_trees_on_numpy(backend, threads,
 
 @pytest.mark.parametrize("threads", ["1", None])
 def test_a_singular_dense_tree_block_answers_not_a_number_for_that_tree_alone(
-    backend, threads, monkeypatch
+    backend, threads, blas_threads
 ):
     """A tree whose step blew up (a singular block) gets a non-finite answer, as the sweeps'
     division by its joint's articulated inertia gives it, and is halved; the others' stand
     (LAPACK's solve and the block factorisation alike)."""
-    _blas_threads(monkeypatch, threads)
+    blas_threads(threads)
     rng = np.random.default_rng(8)
     specs = [StrandSpec(random_walk(rng, 3, np.full(3, float(k)))) for k in range(2)]
     model = build_model(specs, StrandParameters(radius=0.01), backend=backend)
