@@ -66,7 +66,8 @@ operator of the paper's §4 takes).
 
 Once fewer than half the trees iterate, or after ``contact_iterations`` iterations, the trees
 unfinished go on, on a model of their own, for the iterations left of :data:`TAIL_ITERATIONS`
-plus one times ``contact_iterations``: a few trees' iterations then cost what those trees do,
+plus one times ``contact_iterations``, and again on a model of their own whenever fewer than
+half of that model's trees iterate: a few trees' iterations then cost what those trees do,
 not a whole-forest solve each. A model of a few small trees (such a tail, or the halves of a
 failed step) iterates through dense per-tree blocks of the same matrix on the NumPy backend
 (:func:`.dynamics.dense_pays`), which cost their arithmetic rather than a pass per level.
@@ -942,8 +943,10 @@ def _finish_apart(
 ) -> _Iterate:
     """:func:`_iterate` for the trees ``iterate`` leaves unfinished, on a model of just those
     trees (:func:`.model.select_trees`: a few trees' iterations then cost what those trees do,
-    not a whole-forest solve each; solved densely where that pays, :class:`_Dense`), its result
-    and factors put back into the whole's. ``iterate`` is consumed, as :func:`_iterate`'s is."""
+    not a whole-forest solve each; solved densely where that pays, :class:`_Dense`), for at
+    most ``iterations`` iterations, narrowed again whenever fewer than half of a swept model's
+    trees iterate; its result and factors put back into the whole's. ``iterate`` is consumed,
+    as :func:`_iterate`'s is."""
     xp, backend = model.xp, model.backend
     trees = np.nonzero(backend.to_host(iterate.iterating))[0]
     gathered = dynamics.tree_part(model, data, trees, ("oR", "r", "c", "tension"))
@@ -965,7 +968,26 @@ def _finish_apart(
         iterate.delta[:, chosen],
         iterate.n_delta[:, chosen],
     )
-    finished = _iterate(part, part_data, part_contacts, operator, h, tolerance, iterations, start)
+    # Sweeps pay a pass per level however few trees iterate: once fewer than half of the
+    # model's do, those go on, on a model of their own again.
+    until_fewer = part.n_trees / 2 if kind is _Sweeps else 1.0
+    finished = _iterate(
+        part, part_data, part_contacts, operator, h, tolerance, iterations, start, until_fewer
+    )
+    left = iterations - finished.taken
+    if left > 0 and bool(backend.to_host(xp.any(finished.iterating))):
+        finished = _finish_apart(
+            part,
+            part_data,
+            part_contacts,
+            w_free=w_free[:, chosen],
+            control=control,
+            blocks=blocks[..., chosen],
+            h=h,
+            tolerance=tolerance,
+            iterations=left,
+            iterate=finished,
+        )
     operator.finish(finished.link_block)
     delta, n_delta = iterate.delta.copy(), iterate.n_delta.copy()
     delta[:, chosen], n_delta[:, chosen] = finished.delta, finished.n_delta
