@@ -182,10 +182,13 @@ class ConstraintSettings:
     penetration_tolerance : float > 0
         A step that leaves a contact's point inside its obstacle deeper than this share of its
         collision radius, and deeper than it was at the step's start, is redone as two half
-        steps (as for ``limit_tolerance``; ``inf``: never). The contact correction is linear in
-        the joint velocities: a point that a fast obstacle swings far round its joint within a
-        step ends off the line it was corrected along (a ball at 10 m/s left points 16 mm deep
-        at 4 substeps), while the error falls with the square of the step.
+        steps (as for ``limit_tolerance``; ``inf``: never); at the deepest halving the tree is
+        held rigid for that step where that leaves the point shallower (a :class:`.Fallback`;
+        ``strict``: the simulation stops). The
+        contact correction is linear in the joint velocities: a point that a fast obstacle
+        swings far round its joint within a step ends off the line it was corrected along (a
+        ball at 10 m/s left points 16 mm deep at 4 substeps), while the error falls with the
+        square of the step.
     limit_recovery_speed : rad/s
         The fastest a joint past its limit at a step's start is turned back to it. Unbounded, the
         return over one step asks for the excess divided by the step: each halving of a step
@@ -704,19 +707,25 @@ class ConstraintSolver:
         )
         data.plain_trees |= missing
 
+    def penetration_excess(self, control: Control, q: Any, h: float) -> np.ndarray:
+        """How much deeper (m) than it may each tree's points of the last :meth:`resolve`'s
+        contacts go into their obstacles over a step of ``h`` from the state of the last
+        :meth:`begin` to the rotations ``q``: beyond ``penetration_tolerance`` of their radius,
+        or beyond their depth at the start (:meth:`.contacts.ObstacleContacts.overshoot`);
+        (n_trees,) on the host, ``-inf`` for a tree without contacts."""
+        if self.last_contacts is None:
+            return np.full(self.model.n_trees, -np.inf)
+        return self.contacts.overshoot(
+            self.last_contacts.found, control, q, h, self.settings.penetration_tolerance
+        )
+
     def overshooting_trees(self, control: Control, out: State, h: float) -> np.ndarray:
         """The trees (host indices) whose step of ``h`` from the state of the last :meth:`begin`
         to ``out`` went further than it may, and is halved (:mod:`.stepping`): a point of the
-        last :meth:`resolve`'s contacts more than ``penetration_tolerance`` of its radius inside
-        its obstacle, and deeper than at the start
-        (:meth:`.contacts.ObstacleContacts.overshoot`), or a joint more than
-        ``limit_tolerance`` past its swing or twist limit, and further out than at the start."""
-        beyond = np.zeros(self.model.n_trees, dtype=bool)
-        if self.last_contacts is not None:
-            depth = self.contacts.overshoot(
-                self.last_contacts.found, control, out.q, h, self.settings.penetration_tolerance
-            )
-            beyond |= depth > 0.0
+        last :meth:`resolve`'s contacts deeper than it may go (:meth:`penetration_excess`), or a
+        joint more than ``limit_tolerance`` past its swing or twist limit, and further out than
+        at the start."""
+        beyond = self.penetration_excess(control, out.q, h) > 0.0
         if self._limits is not None:
             overshoot = limit_overshoot(
                 self.model, self._limits, self._start.limits, out, self.settings.limit_tolerance

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -592,8 +592,9 @@ def step_implicit(
 
     Trees (root strands with their branches) are independent systems, so the acceleration, the
     refactorisation and the convergence test act per tree: each tree gets its own mixing weights,
-    and a tree whose largest update has fallen to the tolerance takes that update and then stays
-    put while the others iterate on. A tree's step therefore does not depend on the other trees of
+    and a tree whose largest update has fallen to the tolerance takes that iteration's step (in
+    the refactorised iterations the update itself, not the mixed step) and then stays put while
+    the others iterate on. A tree's step therefore does not depend on the other trees of
     the model, which is what lets :class:`.Simulation` step groups of trees separately with the
     same result.
 
@@ -634,12 +635,17 @@ def step_implicit(
     if not newton.finite and not finish_exactly:
         _restart_runaway_trees(model, state, newton)
         finished = bool(to_host(xp.all(newton.converged)))
-    if newton.finite and not finished and newton.iterations < cap:
+    # Trees that run away while refactorised restart as above, and the others iterate on: a
+    # few strands whipped to overflow would otherwise end every tree's iteration, and send
+    # trees that were converging to be halved with them.
+    while newton.finite and not finished and newton.iterations < cap:
         _refactorized_iterations(
             model, data, state, control, scheme, settings, velocity_step, newton
         )
-    if not newton.finite and not finish_exactly:
+        if newton.finite or finish_exactly:
+            break
         _restart_runaway_trees(model, state, newton)
+        finished = bool(to_host(xp.all(newton.converged)))
     # At the deepest halving the trees that ran away start again from the step's start (below).
     w_new, change, converged = newton.w, newton.change, newton.converged
     largest, iterations = newton.largest, newton.iterations
@@ -747,7 +753,10 @@ class _Newton:
 
     ``w`` (3, N) is the iterate, ``converged`` (T,) the trees whose update has fallen to the
     tolerance (they stay put), ``change`` (T,) each tree's last update's largest entry and
-    ``largest`` its maximum (host); ``finite`` is False once an update or a step overflowed."""
+    ``largest`` its maximum (host); ``finite`` is False once an update or a step overflowed.
+    ``mixed_w`` and ``mixed_g`` hold the last refactorised iterates and their updates (3, N
+    each, at most :data:`ANDERSON_DEPTH`, meaningful for the trees still iterating), which the
+    refactorised iterations mix (:func:`_refactorized_iterations`)."""
 
     w: Any
     converged: Any
@@ -755,6 +764,8 @@ class _Newton:
     largest: float = 0.0
     finite: bool = True
     iterations: int = 0
+    mixed_w: list[Any] = field(default_factory=list)
+    mixed_g: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True, eq=False)
@@ -805,6 +816,22 @@ class _NewtonPart:
         trees = self.model.backend.from_host(self.trees)
         converged = self.model.xp.zeros(self.model.n_trees, dtype=bool)
         return newton.w[:, self.chosen], converged, newton.change[trees]
+
+    def gathered(self, values: list[Any]) -> list[Any]:
+        """Per-link arrays (3, N) of the whole, on this part."""
+        return values if self.chosen is None else [value[:, self.chosen] for value in values]
+
+    def spread(self, values: list[Any], like: Any) -> list[Any]:
+        """Per-link arrays (3, n) of this part, on the whole (zero on the other trees), shaped
+        ``like`` one of the whole's."""
+        if self.chosen is None:
+            return values
+        spread = []
+        for value in values:
+            whole = self.model.xp.zeros_like(like)
+            whole[:, self.chosen] = value
+            spread.append(whole)
+        return spread
 
     def give(
         self, newton: _Newton, w: Any, converged: Any, change: Any, fields: tuple = ()
@@ -890,7 +917,12 @@ def _refactorized_iterations(
     newton: _Newton,
 ) -> None:
     """Go on with the trees ``newton`` leaves iterating, up to the iteration cap, each
-    factorised again at every iterate (plain Newton updates); updates ``newton`` in place.
+    factorised again at every iterate, its updates mixed by Anderson acceleration with those
+    made on the same model since it was narrowed; updates ``newton`` in place.
+
+    The refactorised matrix still leaves out the Coriolis coupling between links, so a whipping
+    strand's updates shrink only linearly (by 0.3-0.5 an iteration); mixed, fewer of its steps
+    stop at the cap and are halved (docs/performance.md, *Collisions*).
 
     The tension a soft strand carries follows its velocities, so the factors of the first guess
     can be far from the iterate's (:func:`step_implicit`). The iteration runs on a model of just
@@ -911,6 +943,9 @@ def _refactorized_iterations(
         w, converged, change = part.take(newton)
         dense = dynamics.DenseLayout.of(part.model) if dynamics.dense_pays(part.model) else None
         iterated = ~converged
+        # Each tree's mixing history is its own, kept through narrowing and restarts, so that
+        # it steps as it would alone.
+        past_w, past_g = part.gathered(newton.mixed_w), part.gathered(newton.mixed_g)
         while newton.iterations < cap:
             newton.iterations += 1
             q = part.scheme.rotations(xp, part.state.q, w)
@@ -929,17 +964,38 @@ def _refactorized_iterations(
             )
             load = -part.scheme.gamma * r
             if matrix is None:
-                g = dynamics.solve(part.model, part.data, load)
+                # The solve answers in the workspace, which the next overwrites.
+                g = dynamics.solve(part.model, part.data, load).copy()
             else:
                 g = matrix.solve(part.model, load)
             update = dynamics.tree_max(part.model, xp.max(xp.abs(g), axis=0))
             change = xp.where(converged, change, update)
-            w = w + xp.where(converged[part.model.link_tree], 0.0, g)
+            step = g
+            if past_g:
+                # A tree whose update fell to the tolerance takes that update: the mixed step,
+                # an extrapolation, can leave it far from the solution it has reached (taking
+                # it, a soft strand of the dense drape benchmark whipped at 500 rad/s and ended
+                # a frame 9 mm inside the head).
+                finishing = (update <= settings.newton_tolerance)[part.model.link_tree]
+                mixed = g - _anderson_correction(part.model, w, g, past_w, past_g)
+                step = xp.where(finishing, g, mixed)
+            past_w = (past_w + [w])[-ANDERSON_DEPTH:]
+            past_g = (past_g + [g])[-ANDERSON_DEPTH:]
+            # The converged trees' updates come through factors they no longer keep current
+            # (those of trees restarted after running away can be non-finite).
+            step = xp.where(converged[part.model.link_tree], 0.0, step)
+            w = w + step
             converged = converged | (update <= settings.newton_tolerance)
-            largest, remaining = to_host(
-                xp.stack((xp.max(xp.where(converged, 0.0, update)), xp.sum(~converged) * 1.0))
+            largest, remaining, largest_step = to_host(
+                xp.stack(
+                    (
+                        xp.max(xp.where(converged, 0.0, update)),
+                        xp.sum(~converged) * 1.0,
+                        xp.max(xp.abs(step)),
+                    )
+                )
             )
-            newton.finite = bool(np.isfinite(largest))
+            newton.finite = bool(np.isfinite(largest) and np.isfinite(largest_step))
             if not newton.finite or 2 * remaining < part.model.n_trees:
                 break
         if dense is not None:
@@ -955,6 +1011,8 @@ def _refactorized_iterations(
                 iterating=iterated,
             )
         part.give(newton, w, converged, change, (*dynamics.FACTORS, "tension"))
+        newton.mixed_w = part.spread(past_w, newton.w)
+        newton.mixed_g = part.spread(past_g, newton.w)
         newton.largest = float(to_host(xp.max(newton.change)))
         if not newton.finite or bool(to_host(xp.all(newton.converged))):
             return
@@ -1157,7 +1215,12 @@ def _anderson_correction(model: Model, w: Any, g: Any, past_w: list, past_g: lis
         else:
             gram[axis, axis] = 1.0
     rhs = sums[len(pairs) :]
-    gamma = spatial.matvec(xp, dynamics.inverse3(xp, gram)[:depth, :depth], rhs)
+    # Products summed term by term: einsum's sums round by the batch's size, and a tree's step
+    # must not depend on the trees stepped with it.
+    inverse = dynamics.inverse3(xp, gram)
+    gamma = inverse[:depth, 0] * rhs[0]
+    for j in range(1, depth):
+        gamma = gamma + inverse[:depth, j] * rhs[j]
     gamma = xp.where(moving, gamma, 0.0)[:, model.link_tree]
     correction = gamma[0] * (dw[0] + dg[0])
     for j in range(1, depth):

@@ -30,8 +30,12 @@ The query
 :func:`find_contacts` follows the paper's §5: between the configuration at ``t`` and the one
 extrapolated to ``t + h``, find every point that would come within its radius of an obstacle.
 Each query point moves on the segment ``x(s) = start + s (end − start)``, ``s ∈ [0, 1]``; its
-motion *relative to the obstacle* is what matters, so the path is taken in the obstacle's frame at
-``t``, with the obstacle's own displacement ``h (v + ω × (x − o))`` removed (first order in ``h``).
+motion *relative to the obstacle* is what matters, so the path is taken in the obstacle's frame:
+its start in the frame at ``t``, its end in the frame at ``t + h``, the obstacle turned by ``ω h``
+about its origin and moved by ``v h`` (a rigid motion at its velocities of ``t``, exact where
+removing the first-order ``h (v + ω × (x − o))`` left hair lying on a turning head sinking into
+it by ``r (ω h)² / 2``); between its ends the path is straight in the frame at ``t`` (round a
+turning obstacle the chord of a still point's arc, closer to it by up to ``r (ω h)² / 8``).
 A contact is reported when the smallest gap ``φ(x(s)) − radius`` along the path is at most
 ``margin``: exactly for planes (``φ`` is linear), spheres and capsules (closest points between
 the path and a point or segment), and by sphere tracing for meshes (advance along the path by the
@@ -60,6 +64,7 @@ from typing import Any
 
 import numpy as np
 
+from . import spatial
 from .backend import Backend, get_backend
 from .base_motion import rigid_parts
 from .errors import InvalidInputError
@@ -855,16 +860,26 @@ def _to_local(xp: Any, placed: Placement, points: Any) -> Any:
 def _local_displacement(
     xp: Any, placed: Placement, points: Any, displacement: Any, h: float
 ) -> Any:
-    """Displacements (3, P) of points (3, P) over a step of ``h`` relative to each obstacle's
-    body (its surface moves with the obstacle's velocities at the step's start), in the
-    obstacle's frame: (3, P, K)."""
+    """Displacements (3, P, K) of points (3, P) over a step of ``h`` relative to each obstacle's
+    body, in the obstacle's frame at the step's start: the body turns by ``ω h`` about its
+    origin and moves by ``v h`` (its velocities at the start), and a point's end is taken in the
+    body's frame at the end. Exact for a rigid motion at those velocities, where removing the
+    surface's displacement ``h (v + ω × (x − o))`` is right only to first order: a point lying
+    still on a 10 cm head turning at 7 rad/s seemed 0.27 mm further out at the end of a substep
+    of 1/96 s than it was (``r (ω h)² / 2``), and hair sank that much into the head. Between
+    its ends the path is straight in the frame at the start: round a turning obstacle a still
+    point's path is an arc there, and the chord comes closer, by up to ``r (ω h)² / 8``."""
     rotation, position = placed.rotation, placed.position
+    # The end in the end frame less the start in the start frame, written so that it is the
+    # plain relative displacement, bit for bit, for an obstacle that does not turn (the matrix
+    # of a zero rotation is exactly the identity).
+    turned = spatial.quat_to_matrix(xp, spatial.quat_exp(xp, h * placed.angular_velocity))
     local = xp.empty((3, points.shape[1], rotation.shape[2]), dtype=points.dtype)
     for k in range(rotation.shape[2]):
-        surface = placed.linear_velocity[:, k : k + 1] + _cross(
-            xp, placed.angular_velocity[:, k : k + 1], points - position[:, k : k + 1]
-        )
-        local[:, :, k] = rotation[:, :, k].T @ (displacement - h * surface)
+        relative = displacement - h * placed.linear_velocity[:, k : k + 1]
+        end = points - position[:, k : k + 1] + relative
+        turned_back = turned[:, :, k].T - xp.eye(3, dtype=points.dtype)
+        local[:, :, k] = rotation[:, :, k].T @ (relative + turned_back @ end)
     return local
 
 

@@ -20,8 +20,14 @@ the others keep theirs, and the step's statistics name them; with ``SolverSettin
 simulation stops with :class:`.SimulationDivergedError` instead, naming the strand. A step that
 leaves a joint more than ``ConstraintSettings.limit_tolerance`` past its limit, and further past
 than it was at the step's start, is halved the same way (the error of the limit rows falls with
-the square of the step), and accepted as it is at the deepest halving. Substeps that do not
-fail are computed exactly as without this safeguard.
+the square of the step), and accepted as it is at the deepest halving. A step that leaves a
+contact's point more than ``ConstraintSettings.penetration_tolerance`` of its collision radius
+inside its obstacle, and deeper than it started, is halved too; at the deepest halving that tree
+falls back for the step where holding it rigid leaves it shallower (or, ``strict``, the
+simulation stops): the correction is linear in the joint velocities, and a strand whipping at
+hundreds of rad/s ended frames several millimetres inside a head. (An obstacle moving into a
+strand gets in either way, and there the strand keeps its step.) Substeps that do not fail are
+computed exactly as without this safeguard.
 
 Only the trees whose step failed are redone: the others keep the attempt's step (trees are
 independent: a tree's step, its constraint correction included, depends only on the tree), and
@@ -235,10 +241,17 @@ class Constrain:
         if not len(failing) or not fall_back:
             return (), failing
         reason = "the constraint forces gave it non-finite velocities"
-        fallen = integrators.fall_back(
-            model, self._memory, state, dict.fromkeys(failing.tolist(), reason), out
-        )
-        return fallen, failing[:0]
+        return self.fall_back(state, out, failing, reason), failing[:0]
+
+    def fall_back(
+        self, state: State, out: State, trees: np.ndarray, reason: str
+    ) -> tuple[Fallback, ...]:
+        """Hold ``trees`` (host indices) rigid with their bases through the step from ``state``
+        into ``out`` (:func:`.integrators.fall_back`), for ``reason``."""
+        if not len(trees):
+            return ()
+        reasons = dict.fromkeys(trees.tolist(), reason)
+        return integrators.fall_back(self._model, self._memory, state, reasons, out)
 
     def overshooting_trees(self, out: State, h: float) -> np.ndarray:
         """The trees (host indices) whose step of ``h`` from the last :meth:`begin` to ``out``
@@ -246,6 +259,21 @@ class Constrain:
         than ``penetration_tolerance`` of its radius inside its obstacle, either further than at
         the start (:meth:`.constraints.ConstraintSolver.overshooting_trees`)."""
         return self._solver.overshooting_trees(self._control, out, h)
+
+    def sunk_trees(self, state: State, out: State, h: float) -> np.ndarray:
+        """The trees (host indices) whose step of ``h`` from ``state`` (the last :meth:`begin`'s)
+        to ``out`` took a contact's point deeper into its obstacle than it may
+        (:meth:`.constraints.ConstraintSolver.penetration_excess`) and deeper than holding the
+        tree rigid with its base would have left it (an obstacle moving into a strand sinks
+        into it either way; one that stands still does not)."""
+        model, xp, solver = self._model, self._model.xp, self._solver
+        excess = solver.penetration_excess(self._control, out.q, h)
+        deep = np.nonzero(excess > 0.0)[0]
+        if not len(deep):
+            return deep
+        held = integrators.tree_mask(model, deep)[model.link_tree]
+        rigid = solver.penetration_excess(self._control, xp.where(held, state.q, out.q), h)
+        return deep[rigid[deep] < excess[deep]]
 
     @property
     def divisible(self) -> bool:
@@ -553,7 +581,9 @@ class Stepper:
         back at the step's start first (their step is redone; there their contacts cost
         little). Returns the trees that fell back, and the trees (host indices) whose step
         failed: the unfinished ones, those the correction gave non-finite values and, short of
-        the deepest halving, those it left past a limit or inside an obstacle."""
+        the deepest halving, those it left past a limit or inside an obstacle; at the deepest
+        halving those it sank into an obstacle (:meth:`Constrain.sunk_trees`) fall back for the
+        step (``strict``: raise)."""
         model, xp, settings, constrain = self.model, self.model.xp, self.settings, self.constrain
         if len(unfinished):
             on_links = integrators.tree_mask(model, unfinished)[model.link_tree]
@@ -568,8 +598,21 @@ class Stepper:
             )
         failing = np.union1d(unfinished, diverged)
         if not deepest:
-            failing = np.union1d(failing, constrain.overshooting_trees(out, h))
-        return fallen, failing
+            return fallen, np.union1d(failing, constrain.overshooting_trees(out, h))
+        # Halving no further, a step that sinks a point into its obstacle is not kept: the
+        # correction is linear in the joint velocities, and a strand whipping at hundreds of
+        # rad/s swings its points far off the line they were corrected along.
+        inside = constrain.sunk_trees(state, out, h)
+        if len(inside) and settings.strict:
+            strand, _ = model.link_strand_and_index(int(inside[0]))
+            name = model.describe_strand(strand)
+            raise SimulationDivergedError(
+                f"the simulation diverged: the contact correction left {name} "
+                f"inside an obstacle even with the step halved {settings.max_subdivision_depth} "
+                "times; use more substeps"
+            )
+        reason = "the contact correction left it inside an obstacle"
+        return fallen + constrain.fall_back(state, out, inside, reason), failing
 
     def _redo_alone(
         self,

@@ -19,6 +19,7 @@ from oriented_strands.core import (
     Plane,
     PointPath,
     Simulation,
+    SimulationDivergedError,
     SolverSettings,
     Sphere,
     StrandParameters,
@@ -431,6 +432,45 @@ def test_a_ball_swept_through_hanging_strands_pushes_them_aside(backend, speed, 
         assert all(fallback.strand in range(20) for fallback in stats.fallbacks)
         before = after
     assert furthest > 0.1
+
+
+def test_a_step_that_leaves_a_point_inside_its_obstacle_is_held_rigid_at_the_deepest_halving(
+    backend,
+):
+    """A hanging strand set swinging at 20 rad/s about its root into a still 10 cm ball, with no
+    halving allowed (4 substeps per frame: 0.2 rad per step, its tip at 8 m/s): the correction
+    is linear in the joint velocities, so unchecked (``penetration_tolerance = inf``) a step
+    leaves a point's centre 1 cm inside the ball; checked, that step is not kept but held rigid
+    (a :class:`.Fallback` naming the strand and why), and no point's centre ever ends inside;
+    ``strict`` stops the simulation there instead, naming the strand."""
+    radius, centre = 0.05, np.array([0.0, 0.3, -0.2])
+    obstacles = build_obstacles([Sphere(radius, Material(0.0, 0.3, 0.2), name="ball")], backend)
+    ball = ObstacleMotion.from_host(obstacles, _pose(position=centre)[None], None, None)
+
+    def swing(tolerance, strict=False):
+        sim = Simulation(
+            hanging_curtain(backend, [0.0]),
+            SolverSettings(substeps=1, max_subdivision_depth=0, strict=strict),
+            obstacles=obstacles,
+            constraint_settings=ConstraintSettings(penetration_tolerance=tolerance),
+        )
+        sim.state.w[0, 0] = 20.0
+        closest, fallbacks = math.inf, []
+        for _ in range(12):
+            fallbacks += sim.advance(1 / 96, STILL, obstacle_motion=ball).fallbacks
+            closest = min(closest, np.linalg.norm(sim.points() - centre, axis=1).min())
+        return closest, fallbacks
+
+    unchecked, none = swing(math.inf)
+    assert unchecked < radius - 0.005
+    assert none == []
+    checked, fallbacks = swing(0.1)
+    assert checked > radius
+    assert [(f.strand, f.reason) for f in fallbacks] == [
+        (0, "the contact correction left it inside an obstacle")
+    ]
+    with pytest.raises(SimulationDivergedError, match="strand 0.*inside an obstacle"):
+        swing(0.1, strict=True)
 
 
 def test_a_strand_a_fast_ball_strikes_is_halved_without_the_strand_beside_it(backend):

@@ -13,6 +13,7 @@ from oriented_strands.core import (
     StrandParameters,
     StrandSpec,
     build_model,
+    integrators,
     presets,
 )
 from oriented_strands.core.model import select_trees
@@ -122,6 +123,56 @@ def test_a_tree_whose_iteration_runs_away_is_redone_without_the_others(backend):
     part, links = select_trees(model, [1])
     alone, alone_stats = run(part, False)
     assert alone_stats.subdivisions == 0
+    _assert_stepped_as_alone(backend, together, alone, links)
+
+
+def test_a_tree_running_away_late_in_its_iteration_leaves_the_others_iterating(backend):
+    """Two soft strands, one spun at 1,500 rad/s, the other at 10: the first one's Newton
+    iteration overflows only after more than a dozen iterations, once refactorised at every
+    iterate, and starts again from the step's start, while the other (held to a tolerance of
+    1e-10 rad/s, so that it still iterates then) goes on and takes its whole step, exactly as
+    stepped alone. An overflow used to end every tree's iteration, and the other strand's step
+    was halved along with the runaway one."""
+    specs = [
+        StrandSpec(polyline(16, 0.25, (1.0, 0.0, 0.0), start=(0.0, y, 0.0))) for y in (0.0, 1.0)
+    ]
+    parameters = StrandParameters(
+        mass_per_length=0.01,
+        radius=1e-3,
+        bend_stiffness=2e-7,
+        twist_stiffness=2e-7,
+        bend_damping=2e-9,
+        twist_damping=2e-9,
+    )
+    model = build_model(specs, parameters, backend=backend)
+    settings = SolverSettings(substeps=1, order=1, newton_max_iterations=32, newton_tolerance=1e-10)
+    restarted_at = []
+    restart = integrators._restart_runaway_trees
+
+    def spied(model, state, newton):
+        restarted_at.append((model.n_trees, newton.iterations))
+        restart(model, state, newton)
+
+    def run(part, speeds):
+        sim = Simulation(part, settings)
+        spin = np.zeros((3, part.n_links))
+        for tree, speed in enumerate(speeds):
+            spin[2, backend.to_host(part.link_tree) == tree] = speed
+        sim.state.w[...] = backend.from_host(spin)
+        return sim, sim.advance(1 / 96, STILL)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(integrators, "_restart_runaway_trees", spied)
+        together, stats = run(model, (1500.0, 10.0))
+    assert stats.subdivisions > 0
+    part, links = select_trees(model, [1])
+    alone, alone_stats = run(part, (10.0,))
+    assert alone_stats.subdivisions == 0
+    # The overflow came in the refactorised iterations of both strands' step, while the other
+    # strand iterated.
+    trees, iteration = restarted_at[0]
+    assert trees == 2
+    assert integrators.REFACTORIZE_AFTER < iteration < alone_stats.iterations
     _assert_stepped_as_alone(backend, together, alone, links)
 
 
