@@ -17,7 +17,7 @@ from oriented_strands.core import (
     presets,
 )
 from oriented_strands.core.model import select_trees
-from strands import STILL, batch_rounding, polyline, soft_hair
+from strands import STILL, batch_rounding, hair_parameters, polyline, soft_hair
 
 
 def _floppy_tree(backend, beside=()):
@@ -136,13 +136,8 @@ def test_a_tree_running_away_late_in_its_iteration_leaves_the_others_iterating(b
     specs = [
         StrandSpec(polyline(16, 0.25, (1.0, 0.0, 0.0), start=(0.0, y, 0.0))) for y in (0.0, 1.0)
     ]
-    parameters = StrandParameters(
-        mass_per_length=0.01,
-        radius=1e-3,
-        bend_stiffness=2e-7,
-        twist_stiffness=2e-7,
-        bend_damping=2e-9,
-        twist_damping=2e-9,
+    parameters = hair_parameters(
+        bend_stiffness=2e-7, twist_stiffness=2e-7, bend_damping=2e-9, twist_damping=2e-9
     )
     model = build_model(specs, parameters, backend=backend)
     settings = SolverSettings(substeps=1, order=1, newton_max_iterations=32, newton_tolerance=1e-10)
