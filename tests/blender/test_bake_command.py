@@ -98,6 +98,26 @@ def test_a_save_as_path_starting_with_slashes_is_relative_to_the_blend(tree, tmp
     assert status == 0, capsys.readouterr().err
     assert (tmp_path / "jobs" / "tree.blend").is_file()
     assert (tmp_path / "jobs" / "strands_cache" / "tree.npy").is_file()
+    # The file is saved twice (before the bake and after it); no backup of the first is left.
+    assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == ["strands_cache", "tree.blend"]
+
+
+def test_saving_as_over_an_existing_file_keeps_blenders_backup_of_it(tree, tmp_path, capsys):
+    """``--save-as`` over a file that exists: Blender's backup (``.blend1``) is that file, as
+    when an artist saves over it, not the scene the command saved before baking."""
+    from oriented_strands import bake
+
+    target = tmp_path / "out.blend"
+    earlier = bpy.data.objects.new("earlier_version", None)
+    bpy.context.scene.collection.objects.link(earlier)
+    bpy.ops.wm.save_as_mainfile(filepath=str(target), copy=True)
+    status = bake.main([str(tmp_path / "tree.blend"), "--target", "hair", "--save-as", str(target)])
+    assert status == 0, capsys.readouterr().err
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "out.blend1"))
+    assert "earlier_version" in bpy.data.objects
+    bpy.ops.wm.open_mainfile(filepath=str(target))
+    assert "tree_baked_hair" in bpy.data.objects
+    assert "earlier_version" not in bpy.data.objects
 
 
 @pytest.mark.parametrize(
