@@ -184,11 +184,10 @@ class ConstraintSettings:
         collision radius, and deeper than it was at the step's start, is redone as two half
         steps (as for ``limit_tolerance``; ``inf``: never); at the deepest halving the tree is
         held rigid for that step where that leaves the point shallower (a :class:`.Fallback`;
-        ``strict``: the simulation stops). The
-        contact correction is linear in the joint velocities: a point that a fast obstacle
-        swings far round its joint within a step ends off the line it was corrected along (a
-        ball at 10 m/s left points 16 mm deep at 4 substeps), while the error falls with the
-        square of the step.
+        ``strict``: the simulation stops). The contact correction is linear in the joint
+        velocities: a point that a fast obstacle swings far round its joint within a step ends
+        off the line it was corrected along (a ball at 10 m/s left points 16 mm deep at 4
+        substeps), while the error falls with the square of the step.
     limit_recovery_speed : rad/s
         The fastest a joint past its limit at a step's start is turned back to it. Unbounded, the
         return over one step asks for the excess divided by the step: each halving of a step
