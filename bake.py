@@ -172,19 +172,17 @@ def run(arguments: argparse.Namespace, wrote: Callable[[str], None]) -> None:
             context.scene, context.view_layer, objects, targets[0], arguments.alembic
         )
         wrote(f"alembic {bpy.path.abspath(arguments.alembic)}")
-    if arguments.save_as:
-        # Over the pre-bake file this command wrote itself: Blender's backup of it (.blend1)
-        # would only be that file, in place of the user's own backup, if any.
+    if arguments.save or arguments.save_as:
         files = bpy.context.preferences.filepaths
         versions = files.save_version
-        files.save_version = 0
+        if save_as:
+            # Over the pre-bake file this command wrote itself: Blender's backup of it (.blend1)
+            # would only be that file, in place of the user's own backup, if any.
+            files.save_version = 0
         try:
-            _saving(save_as, bpy.ops.wm.save_mainfile)
+            _saving(bpy.data.filepath, bpy.ops.wm.save_mainfile)
         finally:
             files.save_version = versions
-        wrote(f"blend  {save_as}")
-    elif arguments.save:
-        _saving(bpy.data.filepath, bpy.ops.wm.save_mainfile)
         wrote(f"blend  {bpy.data.filepath}")
 
 

@@ -970,22 +970,22 @@ def _refactorized_iterations(
                 g = matrix.solve(part.model, load)
             update = dynamics.tree_max(part.model, xp.max(xp.abs(g), axis=0))
             change = xp.where(converged, change, update)
+            finishing = update <= settings.newton_tolerance
             step = g
             if past_g:
                 # A tree whose update fell to the tolerance takes that update: the mixed step,
-                # an extrapolation, can leave it far from the solution it has reached (taking
-                # it, a soft strand of the dense drape benchmark whipped at 500 rad/s and ended
-                # a frame 9 mm inside the head).
-                finishing = (update <= settings.newton_tolerance)[part.model.link_tree]
+                # an extrapolation, can leave it far from the solution it has reached (replayed
+                # from the frame before, taking it left a soft strand of the dense drape
+                # benchmark whipping at 500 rad/s).
                 mixed = g - _anderson_correction(part.model, w, g, past_w, past_g)
-                step = xp.where(finishing, g, mixed)
+                step = xp.where(finishing[part.model.link_tree], g, mixed)
             past_w = (past_w + [w])[-ANDERSON_DEPTH:]
             past_g = (past_g + [g])[-ANDERSON_DEPTH:]
             # The converged trees' updates come through factors they no longer keep current
             # (those of trees restarted after running away can be non-finite).
             step = xp.where(converged[part.model.link_tree], 0.0, step)
             w = w + step
-            converged = converged | (update <= settings.newton_tolerance)
+            converged = converged | finishing
             largest, remaining, largest_step = to_host(
                 xp.stack(
                     (

@@ -874,12 +874,12 @@ def _local_displacement(
     # plain relative displacement, bit for bit, for an obstacle that does not turn (the matrix
     # of a zero rotation is exactly the identity).
     turned = spatial.quat_to_matrix(xp, spatial.quat_exp(xp, h * placed.angular_velocity))
+    identity = xp.eye(3, dtype=points.dtype)
     local = xp.empty((3, points.shape[1], rotation.shape[2]), dtype=points.dtype)
     for k in range(rotation.shape[2]):
         relative = displacement - h * placed.linear_velocity[:, k : k + 1]
         end = points - position[:, k : k + 1] + relative
-        turned_back = turned[:, :, k].T - xp.eye(3, dtype=points.dtype)
-        local[:, :, k] = rotation[:, :, k].T @ (relative + turned_back @ end)
+        local[:, :, k] = rotation[:, :, k].T @ (relative + (turned[:, :, k].T - identity) @ end)
     return local
 
 
