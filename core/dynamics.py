@@ -44,7 +44,7 @@ import numpy as np
 
 from . import spatial
 from .model import Model, select_trees
-from .spatial import add_cross, cross, dot, matmul, matTvec, matvec
+from .spatial import add_cross, cross, dot, matmul, matTvec, matvec, small_batch
 from .state import Control
 
 
@@ -582,7 +582,16 @@ def _spring_tangent(xp: Any, deviation: Any, k_x: Any, k_z: Any, k_t: Any) -> An
 
 
 def inverse3(xp: Any, m: Any) -> Any:
-    """Inverses of (3, 3, ...) matrices by the adjugate (exact, branch-free, any backend)."""
+    """Inverses of (3, 3, ...) matrices by the adjugate (exact, branch-free, any backend): the
+    cofactors read off the matrix extended cyclically to 5 × 5 (the cyclic order carries the
+    signs), at once for a few matrices on NumPy (:func:`.spatial.small_batch`), else one by one,
+    which rounds alike."""
+    if small_batch(xp, m[0, 0].size):
+        wide = xp.concatenate((m, m[:2]), axis=0)
+        wide = xp.concatenate((wide, wide[:, :2]), axis=1)
+        cofactors = wide[1:4, 1:4] * wide[2:5, 2:5] - wide[1:4, 2:5] * wide[2:5, 1:4]
+        determinant = xp.add.reduce(m[0] * cofactors[0], axis=0)
+        return cofactors.swapaxes(0, 1) * (1.0 / determinant)
     a, b, c = m[0, 0], m[0, 1], m[0, 2]
     d, e, f = m[1, 0], m[1, 1], m[1, 2]
     g, h, i = m[2, 0], m[2, 1], m[2, 2]
@@ -768,7 +777,7 @@ def factorize(
     StIA_level = xp.empty((3, 6, widest), dtype=float_type)
     D_level = xp.empty((3, 3, widest), dtype=float_type)
     reduced_level = xp.empty((6, 6, widest), dtype=float_type)
-    scratch = xp.empty(36 * widest, dtype=float_type)
+    scratch = xp.empty(6 * 6 * 3 * widest, dtype=float_type)
     for depth in range(model.n_levels - 1, -1, -1):
         level = model.level_slices[depth]
         width = level.stop - level.start
@@ -1153,7 +1162,9 @@ def _block_lu(xp: Any, matrix: Any) -> tuple[Any, Any]:
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in range(rows // 3):
             pivot, rest = slice(3 * k, 3 * k + 3), slice(3 * k + 3, rows)
-            inverses[:, k] = _inverse3(xp, factors[:, pivot, pivot])
+            inverses[:, k] = inverse3(xp, factors[:, pivot, pivot].transpose(1, 2, 0)).transpose(
+                2, 0, 1
+            )
             lower = factors[:, rest, pivot] @ inverses[:, k]
             factors[:, rest, pivot] = lower
             factors[:, rest, rest] -= lower @ factors[:, pivot, rest]
@@ -1173,18 +1184,6 @@ def _block_lu_solve(lower_upper: Any, pivot_inverses: Any, b: Any) -> Any:
             remainder = x[:, row] - (lower_upper[:, row, after] @ x[:, after, None])[..., 0]
             x[:, row] = (pivot_inverses[:, k] @ remainder[..., None])[..., 0]
     return x
-
-
-def _inverse3(xp: Any, a: Any) -> Any:
-    """Inverses of (..., 3, 3) matrices through their cofactors, read off the matrix extended
-    cyclically to 5 × 5 (the cyclic order carries the signs); non-finite where singular."""
-    wide = xp.concatenate((a, a[..., :2, :]), axis=-2)
-    wide = xp.concatenate((wide, wide[..., :2]), axis=-1)
-    cofactors = (
-        wide[..., 1:4, 1:4] * wide[..., 2:5, 2:5] - wide[..., 1:4, 2:5] * wide[..., 2:5, 1:4]
-    )
-    determinant = (a[..., 0, :] * cofactors[..., 0, :]).sum(axis=-1)
-    return cofactors.swapaxes(-1, -2) / determinant[..., None, None]
 
 
 def motion_subspaces(model: Model, data: Data) -> None:

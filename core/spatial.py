@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 Array = Any
 
 # Below this angle (rad) sin(x)/x and friends use their Taylor series; the cutoff keeps the
@@ -85,22 +87,48 @@ def matTvec(xp: Any, m: Array, v: Array) -> Array:
 def matmul(xp: Any, a: Array, b: Array, out: Array, scratch: Array) -> Array:
     """``a @ b`` for fields of matrices ``(i, k, n)`` and ``(k, j, n)`` into ``out`` (i, j, n).
 
-    Summed over ``k`` as whole ``(i, j, n)`` products of rows, each formed in ``scratch`` (a flat
-    array of at least as many elements as ``out``): on a thousand 6x6 matrices that takes about
-    half the time of a batched matrix product, which multiplies matrix by matrix. ``out`` must
-    not overlap ``a`` or ``b``.
+    Summed over ``k`` as whole ``(i, j, n)`` products of rows: on a thousand 6x6 matrices that
+    takes about half the time of a batched matrix product, which multiplies matrix by matrix.
+    Up to :data:`SMALL_BATCH` matrices on NumPy every product is formed at once and summed over
+    ``k`` (:func:`small_batch`), with the same rounding. ``scratch`` is a flat array of at least
+    ``i k j n`` elements; ``out`` must not overlap ``a`` or ``b``.
     """
+    i, k, n = a.shape
+    if small_batch(xp, n):
+        terms = scratch.reshape(-1)[: i * k * out.shape[1] * n].reshape(i, k, out.shape[1], n)
+        xp.multiply(a[:, :, None], b[None], out=terms)
+        return xp.add.reduce(terms, axis=1, out=out)
     term = scratch.reshape(-1)[: out.size].reshape(out.shape)
     xp.multiply(a[:, 0, None], b[None, 0], out=out)
-    for k in range(1, a.shape[1]):
-        xp.multiply(a[:, k, None], b[None, k], out=term)
+    for column in range(1, k):
+        xp.multiply(a[:, column, None], b[None, column], out=term)
         out += term
     return out
+
+
+# Up to this many items, NumPy forms all the products of a small matrix product (or quaternion
+# product, or 3x3 inverse) in one broadcast operation and sums them over the summed axis: a pass
+# over a level of a few trees then costs a few operations instead of one per term (a 6x6 by 6x3
+# product of 16 items: 7 us against 12). NumPy sums over an axis other than the last in order,
+# term by term, so the result rounds exactly as the row-by-row form, which stays the faster one
+# for wide batches (1,000 items: 71 us against 83 for that product, 26 against 19 for a
+# quaternion product) and on CuPy.
+SMALL_BATCH = 128
+
+
+def small_batch(xp: Any, items: int) -> bool:
+    """Whether the products of ``items`` small matrices are formed at once (:data:`SMALL_BATCH`)."""
+    return items <= SMALL_BATCH and getattr(xp, "__name__", "") == "numpy"
 
 
 def quat_multiply(xp: Any, a: Array, b: Array, out: Array = None) -> Array:
     """Hamilton product ``a ⊗ b`` of quaternions ``(4, ...)``, into ``out`` if given (which must
     not overlap ``a`` or ``b``)."""
+    if out is not None and a.ndim == 2 and small_batch(xp, out.shape[1]):
+        items = out.shape[1]
+        products = (a[:, None] * b[None]).reshape(16, items)[_QUATERNION_TERMS]
+        products *= _QUATERNION_SIGNS
+        return xp.add.reduce(products.reshape(4, 4, items), axis=1, out=out)
     aw, ax, ay, az = a[0], a[1], a[2], a[3]
     bw, bx, by, bz = b[0], b[1], b[2], b[3]
     if out is not None:
@@ -129,6 +157,14 @@ def quat_multiply(xp: Any, a: Array, b: Array, out: Array = None) -> Array:
             aw * bz + ax * by - ay * bx + az * bw,
         )
     )
+
+
+# The terms of quat_multiply, row by row in its order, as indices 4 i + j into the products
+# a_i b_j, and their signs.
+_QUATERNION_TERMS = np.array([0, 5, 10, 15, 1, 4, 11, 14, 2, 7, 8, 13, 3, 6, 9, 12])
+_QUATERNION_SIGNS = np.array(
+    [1.0, -1.0, -1.0, -1.0, 1.0, 1.0, 1.0, -1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0, -1.0, 1.0]
+)[:, None]
 
 
 def quat_conjugate(xp: Any, q: Array) -> Array:
