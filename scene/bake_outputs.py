@@ -221,25 +221,54 @@ class Transaction:
         """Replace earlier bakes of the same systems and targets; return the new objects.
         Child hair grown from a system's preview or earlier hair bake grows from its new hair
         bake."""
+        # The caches of the bakes replaced that no new file takes the place of: those of a
+        # system renamed since its last hair bake.
+        stale: set[str] = set()
         for ob, source, target, _ in self._objects:
             old = [o for o in baked_objects(source, target) if o != ob]
             if target == HAIR:
                 preview = getattr(source, PROPERTY_GROUP).preview_object
                 guides = old + ([preview] if preview is not None else [])
                 children.follow(children.following(guides), ob)
+                stale.update(_cache_path(o) for o in old)
             bpy.data.batch_remove([i for o in old for i in _owned_ids(o)])
         for partial, final in self._files:
             forget_cache(final)
             os.replace(partial, final)
+        for path in stale - {os.path.normpath(final) for _, final in self._files}:
+            forget_cache(path)
+            if os.path.exists(path):
+                os.remove(path)
         for ob, source, _, name in self._objects:
-            ob.name = name
-            if ob.data is not None:
-                ob.data.name = name
+            _rename(ob, name)
             for collection in source.users_collection:
                 if ob.name not in collection.objects:
                     collection.objects.link(ob)
             show_preview(source)
         return [ob for ob, _, _, _ in self._objects]
+
+
+def _rename(ob: bpy.types.Object, name: str) -> None:
+    """Give a new baked object, its data, shape keys and actions (and their slots) ``name``: made
+    while the bake they replace held it, they were given another (``tree_rig.001``), and an
+    exporter names a take after its action (FBX)."""
+    ob.name = name
+    holders = [ob]
+    if ob.data is not None:
+        ob.data.name = name
+        holders.append(ob.data)
+        keys = getattr(ob.data, "shape_keys", None)
+        if keys is not None:
+            keys.name = name
+            holders.append(keys)
+    for holder in holders:
+        animation = holder.animation_data
+        if animation is None or animation.action is None:
+            continue
+        animation.action.name = name
+        slot = getattr(animation, "action_slot", None)
+        if slot is not None:
+            slot.name_display = holder.name
 
 
 def _is_alive(data: bpy.types.ID) -> bool:
@@ -621,19 +650,25 @@ def apply_hair_caches(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) ->
                     "Oriented Strands: %r cannot read its cache %s: %s", ob.name, path, error
                 )
             continue
-        index = min(max(scene.frame_current - bake.frame_start, 0), len(positions) - 1)
         points = ob.data.attributes["position"].data
-        if positions.shape[1:] != (len(points), 3):
+        frames = bake.frame_end - bake.frame_start + 1
+        if positions.shape != (frames, len(points), 3):
             if path not in _reported_missing:
                 _reported_missing.add(path)
                 log.warning(
-                    "Oriented Strands: %r has %d points but its cache %s holds %d",
+                    "Oriented Strands: %r is a bake of %d points over frames %d-%d, but its "
+                    "cache %s holds %d frames × %d points (another bake wrote it): bake it "
+                    "again",
                     ob.name,
                     len(points),
+                    bake.frame_start,
+                    bake.frame_end,
                     path,
+                    positions.shape[0],
                     positions.shape[1],
                 )
             continue
+        index = min(max(scene.frame_current - bake.frame_start, 0), frames - 1)
         local = to_local(ob, np.asarray(positions[index], dtype=np.float64), depsgraph)
         points.foreach_set("vector", np.ascontiguousarray(local, dtype=np.float32).ravel())
         ob.data.update_tag()

@@ -179,6 +179,66 @@ def test_free_bake_removes_the_objects_their_data_and_the_cache(factory_scene, t
     assert not (tmp_path / "strands_cache" / "tree.npy").exists()
 
 
+def test_baking_again_keeps_the_names_of_the_objects_their_data_and_actions(factory_scene, tree):
+    """An exporter names a take after its action (FBX): baking again must not rename it
+    ``tree_rig.001``, nor back to ``tree_rig`` the time after."""
+    select_only(tree)
+    targets = ("shape_keys", "mesh_shape_keys", "bones")
+    names = {}
+    for attempt in range(3):
+        for target in targets:
+            assert getattr(bpy.ops.oriented_strands, f"bake_{target}")() == {"FINISHED"}
+            select_only(tree)
+        names[attempt] = {
+            collection: sorted(i.name for i in getattr(bpy.data, collection))
+            for collection in ("objects", "actions", "shape_keys", "armatures", "meshes", "curves")
+        }
+    assert names[0] == names[1] == names[2]
+    assert names[0]["actions"] == ["treeAction", "tree_mesh_keys", "tree_rig", "tree_shape_keys"]
+    assert names[0]["shape_keys"] == ["tree_mesh_keys", "tree_shape_keys"]
+    if hasattr(bpy.types, "ActionSlot"):
+        rig = bpy.data.objects["tree_rig"]
+        assert rig.animation_data.action_slot.name_display == "tree_rig"
+
+
+def test_a_hair_bake_after_renaming_its_system_removes_the_old_cache(factory_scene, tree, tmp_path):
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    old_cache = tmp_path / "strands_cache" / "tree.npy"
+    assert old_cache.exists()
+    tree.name = "bangs"
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    assert not old_cache.exists()
+    assert (tmp_path / "strands_cache" / "bangs.npy").exists()
+    assert [ob.name for ob in bpy.data.objects if ob.name.endswith("_baked_hair")] == [
+        "bangs_baked_hair"
+    ]
+
+
+def test_a_hair_cache_that_another_bake_rewrote_is_not_played(factory_scene, tree, caplog):
+    """A bake of frames 1-12 whose cache a bake of one frame overwrote (a headless bake of
+    another range without --save) stays as it is, with a warning, rather than showing that one
+    frame at every frame."""
+    from oriented_strands.scene import bake_outputs
+
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    hair = bpy.data.objects["tree_baked_hair"]
+    factory_scene.frame_set(3)
+    shown = _hair_points(hair)
+    path = bake_outputs._cache_path(hair)
+    np.save(path, np.load(path)[9:10])
+    with caplog.at_level("WARNING"):
+        for frame in (1, 7, 12):
+            factory_scene.frame_set(frame)
+            np.testing.assert_array_equal(_hair_points(hair), shown)
+    warnings = [r.getMessage() for r in caplog.records if "tree_baked_hair" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "over frames 1-12" in warnings[0]
+    assert "holds 1 frames ×" in warnings[0]
+
+
 def _everything():
     """Every data-block name and every file under the blend's folder."""
     import os
