@@ -582,16 +582,13 @@ def _spring_tangent(xp: Any, deviation: Any, k_x: Any, k_z: Any, k_t: Any) -> An
 
 
 def inverse3(xp: Any, m: Any) -> Any:
-    """Inverses of (3, 3, ...) matrices by the adjugate (exact, branch-free, any backend): the
-    cofactors read off the matrix extended cyclically to 5 × 5 (the cyclic order carries the
-    signs), at once for a few matrices on NumPy (:func:`.spatial.small_batch`), else one by one,
-    which rounds alike."""
+    """Inverses of (3, 3, ...) matrices by the adjugate (exact, branch-free, any backend); at
+    once for a few matrices on NumPy (:func:`.spatial.small_batch`), else entry by entry, which
+    rounds alike."""
     if small_batch(xp, m[0, 0].size):
-        wide = xp.concatenate((m, m[:2]), axis=0)
-        wide = xp.concatenate((wide, wide[:, :2]), axis=1)
-        cofactors = wide[1:4, 1:4] * wide[2:5, 2:5] - wide[1:4, 2:5] * wide[2:5, 1:4]
-        determinant = xp.add.reduce(m[0] * cofactors[0], axis=0)
-        return cofactors.swapaxes(0, 1) * (1.0 / determinant)
+        cofactors = _cofactors(xp, xp.moveaxis(m, (0, 1), (-2, -1)))
+        determinant = xp.add.reduce(m[0] * xp.moveaxis(cofactors[..., 0, :], -1, 0), axis=0)
+        return xp.moveaxis(cofactors, (-1, -2), (0, 1)) * (1.0 / determinant)
     a, b, c = m[0, 0], m[0, 1], m[0, 2]
     d, e, f = m[1, 0], m[1, 1], m[1, 2]
     g, h, i = m[2, 0], m[2, 1], m[2, 2]
@@ -604,6 +601,14 @@ def inverse3(xp: Any, m: Any) -> Any:
         )
     )
     return adjugate * (1.0 / (a * minor_a + b * minor_b + c * minor_c))
+
+
+def _cofactors(xp: Any, a: Any) -> Any:
+    """Cofactors of (..., 3, 3) matrices, read off the matrix extended cyclically to 5 × 5 (the
+    cyclic order carries the signs)."""
+    wide = xp.concatenate((a, a[..., :2, :]), axis=-2)
+    wide = xp.concatenate((wide, wide[..., :2]), axis=-1)
+    return wide[..., 1:4, 1:4] * wide[..., 2:5, 2:5] - wide[..., 1:4, 2:5] * wide[..., 2:5, 1:4]
 
 
 def _link_inertia(
@@ -1162,9 +1167,7 @@ def _block_lu(xp: Any, matrix: Any) -> tuple[Any, Any]:
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in range(rows // 3):
             pivot, rest = slice(3 * k, 3 * k + 3), slice(3 * k + 3, rows)
-            inverses[:, k] = inverse3(xp, factors[:, pivot, pivot].transpose(1, 2, 0)).transpose(
-                2, 0, 1
-            )
+            inverses[:, k] = _inverse3(xp, factors[:, pivot, pivot])
             lower = factors[:, rest, pivot] @ inverses[:, k]
             factors[:, rest, pivot] = lower
             factors[:, rest, rest] -= lower @ factors[:, pivot, rest]
@@ -1184,6 +1187,13 @@ def _block_lu_solve(lower_upper: Any, pivot_inverses: Any, b: Any) -> Any:
             remainder = x[:, row] - (lower_upper[:, row, after] @ x[:, after, None])[..., 0]
             x[:, row] = (pivot_inverses[:, k] @ remainder[..., None])[..., 0]
     return x
+
+
+def _inverse3(xp: Any, a: Any) -> Any:
+    """Inverses of (..., 3, 3) matrices through their cofactors; non-finite where singular."""
+    cofactors = _cofactors(xp, a)
+    determinant = (a[..., 0, :] * cofactors[..., 0, :]).sum(axis=-1)
+    return cofactors.swapaxes(-1, -2) / determinant[..., None, None]
 
 
 def motion_subspaces(model: Model, data: Data) -> None:
