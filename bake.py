@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -46,11 +47,15 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM arrived: the command stops as on Ctrl-C (everything it started is undone)."""
 
 
+# FIRST-LAST, either of them negative (Blender's frames may be).
+_FRAME_RANGE = re.compile(r"\s*(-?\d+)\s*-\s*(-?\d+)\s*")
+
+
 def _frame_range(text: str) -> tuple[int, int]:
-    try:
-        first, last = (int(part) for part in text.split("-", 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a frame range such as 1-240") from None
+    matched = _FRAME_RANGE.fullmatch(text)
+    if matched is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a frame range such as 1-240")
+    first, last = int(matched[1]), int(matched[2])
     if last < first:
         raise argparse.ArgumentTypeError(f"frame range {text!r} ends before it starts")
     return first, last
@@ -199,6 +204,13 @@ def _saving(path: str, save: Callable[[], object]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # A range that starts below zero (-5-10) reads as an option to argparse: joined to its
+    # option, it is a value.
+    for index in range(len(argv) - 1):
+        if argv[index] == "--frames" and argv[index + 1].startswith("-"):
+            argv[index : index + 2] = [f"--frames={argv[index + 1]}"]
+            break
     try:
         arguments = parser.parse_args(argv)
         if arguments.alembic and len(dict.fromkeys(arguments.target)) != 1:

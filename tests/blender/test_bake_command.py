@@ -86,6 +86,18 @@ def test_a_frame_range_and_several_targets_in_one_run(tree, tmp_path, capsys):
     assert len(bpy.data.objects["tree_rig"].data.bones) == 9
 
 
+def test_a_frame_range_may_start_below_zero(tree, tmp_path, capsys):
+    """``--frames -2-1`` is a range (Blender's frames may be negative), not an unknown option."""
+    from oriented_strands import bake
+
+    arguments = ["--target", "shape_keys", "--save-as", str(tmp_path / "out.blend")]
+    status = bake.main([str(tmp_path / "tree.blend"), "--frames", "-2-1", *arguments])
+    assert status == 0, capsys.readouterr().err
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "out.blend"))
+    keys = bpy.data.objects["tree_shape_keys"].data.shape_keys.key_blocks
+    assert [k.name for k in keys][1:] == ["frame_-002", "frame_-001", "frame_0000", "frame_0001"]
+
+
 def test_a_save_as_path_starting_with_slashes_is_relative_to_the_blend(tree, tmp_path, capsys):
     """``--save-as //jobs/tree.blend`` (the farm recipe of docs/baking.md) goes next to the
     baked .blend, in its ``jobs`` folder, and nowhere else."""
@@ -131,6 +143,7 @@ def test_saving_as_over_an_existing_file_keeps_blenders_backup_of_it(tree, tmp_p
         (["--objects", "tree_strands"], "no strand system on the object 'tree_strands'", 1),
         (["--frames", "9-2"], "frame range '9-2' ends before it starts", 2),
         (["--frames", "start-9"], "'start-9' is not a frame range", 2),
+        (["--frames", "-2--9"], "frame range '-2--9' ends before it starts", 2),
         (["--target", "bones", "--alembic", "x.abc"], "--alembic needs exactly one --target", 2),
         (["--alembic", "//missing/hair.abc"], "--alembic: no folder", 1),
         (["--save-as", "no_such_folder/tree.blend"], "--save-as: no folder", 1),
