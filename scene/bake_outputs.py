@@ -221,8 +221,8 @@ class Transaction:
         """Replace earlier bakes of the same systems and targets; return the new objects.
         Child hair grown from a system's preview or earlier hair bake grows from its new hair
         bake."""
-        # The caches of the bakes replaced that no new file takes the place of: those of a
-        # system renamed since its last hair bake.
+        # The caches of the bakes replaced that no new file takes the place of and no other
+        # bake plays: those of a system renamed since its last hair bake.
         stale: set[str] = set()
         for ob, source, target, _ in self._objects:
             old = [o for o in baked_objects(source, target) if o != ob]
@@ -235,7 +235,12 @@ class Transaction:
         for partial, final in self._files:
             forget_cache(final)
             os.replace(partial, final)
-        for path in stale - {os.path.normpath(final) for _, final in self._files}:
+        playing = {
+            _cache_path(ob)
+            for ob in bpy.data.objects
+            if getattr(ob, BAKE_PROPERTY_GROUP).target == HAIR and ob.type == "CURVES"
+        }
+        for path in stale - playing - {os.path.normpath(final) for _, final in self._files}:
             forget_cache(path)
             if os.path.exists(path):
                 os.remove(path)

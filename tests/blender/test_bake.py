@@ -216,6 +216,22 @@ def test_a_hair_bake_after_renaming_its_system_removes_the_old_cache(factory_sce
     ]
 
 
+def test_a_renamed_systems_old_cache_stays_while_another_bake_plays_it(
+    factory_scene, tree, tmp_path
+):
+    """A full copy of the scene holds a copy of the bake, playing the same cache: baking the
+    renamed system again in the first scene leaves that cache to the copy."""
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    old_cache = tmp_path / "strands_cache" / "tree.npy"
+    tree.name = "bangs"
+    bpy.ops.scene.new(type="FULL_COPY")
+    bpy.context.window.scene = factory_scene
+    select_only(tree)
+    assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
+    assert old_cache.exists()
+
+
 def test_a_hair_cache_that_another_bake_rewrote_is_not_played(factory_scene, tree, caplog):
     """A bake of frames 1-12 whose cache a bake of one frame overwrote (a headless bake of
     another range without --save) stays as it is, with a warning, rather than showing that one
