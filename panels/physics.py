@@ -258,9 +258,9 @@ class OBJECT_PT_oriented_strands_bake(_StrandSubPanel, bpy.types.Panel):
             row.operator(f"oriented_strands.export_alembic_{suffix}", text="", icon="EXPORT")
             for ob in baked:
                 bake = ob.oriented_strands_bake
-                missing = scene.missing_cache(ob)
-                if missing:
-                    column.label(text=f"{ob.name}: cache {missing} is missing", icon="ERROR")
+                problem = scene.cache_problem(ob)
+                if problem:
+                    column.label(text=f"{ob.name}: {problem}", icon="ERROR")
                     continue
                 if target == "HAIR" and not bake.cache_file.startswith("//strands_cache/"):
                     row = column.row()

@@ -15,9 +15,9 @@ from .bake import BakeJob, bake_systems
 from .bake_outputs import (
     BAKE_TARGET_ITEMS,
     baked_objects,
+    cache_problem,
     free_bake,
     gather_hair_caches,
-    missing_cache,
 )
 from .inputs import STRAND_OBJECT_TYPES
 from .systems import (
@@ -60,7 +60,7 @@ __all__ = [
     "ignored_fields",
     "input_changed",
     "is_strand_system",
-    "missing_cache",
+    "cache_problem",
     "obstacle_names",
     "obstacles_setting_changed",
     "parameters_changed",

@@ -26,7 +26,7 @@ from .bake_outputs import (
     HAIR,
     SHAPE_KEYS,
     baked_objects,
-    missing_cache,
+    cache_problem,
 )
 from .sampling import sampling
 
@@ -50,10 +50,11 @@ def exported_objects(sources: list[bpy.types.Object], target: str) -> list[bpy.t
             kind = target.lower().replace("_", " ")
             raise SceneInputError(f"object {source.name!r} has no {kind} bake to export")
         for ob in baked:
-            if missing_cache(ob):
+            problem = cache_problem(ob)
+            if problem:
                 raise SceneInputError(
-                    f"{ob.name!r}: its cache {missing_cache(ob)} is missing, so it has no motion "
-                    "to export; put the strands_cache folder back beside the .blend or bake again"
+                    f"{ob.name!r}: its {problem}, so it has no motion to export (a cache that "
+                    "moved: put the strands_cache folder back beside the .blend)"
                 )
             if target == BONES:
                 meshes = _skinned_meshes(ob)

@@ -533,7 +533,7 @@ WRITERS: dict[str, Callable[[BakedSystem, Transaction], bpy.types.Object]] = {
 
 
 _open_caches: dict[str, tuple[float, np.ndarray]] = {}
-_reported_missing: set[str] = set()
+_reported_problems: set[str] = set()
 
 
 def _cache_path(ob: bpy.types.Object) -> str:
@@ -575,15 +575,13 @@ def gather_hair_caches() -> list[str]:
     folder into it, and play it from there: the file and that folder then hold the whole bake
     (a render farm's shot folder), and Free Bake here no longer deletes a cache another file
     plays. Returns the caches copied (their new paths); raises :class:`SceneInputError`, with
-    nothing copied, where the file is not saved or a cache is missing."""
+    nothing copied, where the file is not saved or a cache cannot play (:func:`cache_problem`)."""
     if not bpy.data.filepath:
         raise SceneInputError("save the .blend file first: its hair caches go next to it")
     objects = [ob for ob in bpy.data.objects if getattr(ob, BAKE_PROPERTY_GROUP).target == HAIR]
-    missing = [
-        f"{ob.name!r}: cache {missing_cache(ob)} is missing" for ob in objects if missing_cache(ob)
-    ]
-    if missing:
-        raise SceneInputError("; ".join(missing))
+    problems = [f"{ob.name!r}: {cache_problem(ob)}" for ob in objects if cache_problem(ob)]
+    if problems:
+        raise SceneInputError("; ".join(problems))
     folder = os.path.join(os.path.dirname(bpy.data.filepath), CACHE_FOLDER)
     own = {os.path.normpath(folder)}
     elsewhere = [ob for ob in objects if os.path.dirname(_cache_path(ob)) not in own]
@@ -610,19 +608,41 @@ def gather_hair_caches() -> list[str]:
     return copied
 
 
-def missing_cache(ob: bpy.types.Object) -> str:
-    """Where a baked hair object's cache should be but is not (its path as stored), or "": the
-    bake cannot play (the file moved without its ``strands_cache`` folder, say)."""
+def cache_problem(ob: bpy.types.Object) -> str:
+    """Why a baked hair object's cache cannot play, or "" (also for any other object): it is
+    not where its path points (the file moved without its ``strands_cache`` folder, say), or it
+    does not hold the bake's frames and points (another bake rewrote it)."""
     props = getattr(ob, BAKE_PROPERTY_GROUP)
-    if props.target != HAIR or os.path.isfile(_cache_path(ob)):
+    if props.target != HAIR:
         return ""
-    return props.cache_file
+    path = _cache_path(ob)
+    if not os.path.isfile(path):
+        return f"cache {props.cache_file} is missing"
+    try:
+        positions = _cached_positions(path)
+    except (OSError, ValueError) as error:
+        return f"cache {props.cache_file} cannot be read ({error})"
+    return _mismatch(ob, positions)
+
+
+def _mismatch(ob: bpy.types.Object, positions: np.ndarray) -> str:
+    """How the cached ``positions`` of a baked hair object differ from its bake, or ""."""
+    props = getattr(ob, BAKE_PROPERTY_GROUP)
+    frames = props.frame_end - props.frame_start + 1
+    points = len(ob.data.points)
+    if positions.shape == (frames, points, 3):
+        return ""
+    held = " × ".join(str(size) for size in positions.shape)
+    return (
+        f"cache {props.cache_file} holds {held} positions, not {frames} frames × {points} "
+        "points × 3 (another bake rewrote it): bake it again"
+    )
 
 
 def forget_cache(path: str) -> None:
     """Close a memory-mapped cache (before it is replaced or deleted)."""
     _open_caches.pop(os.path.normpath(path), None)
-    _reported_missing.discard(os.path.normpath(path))
+    _reported_problems.discard(os.path.normpath(path))
 
 
 def _cached_positions(path: str) -> np.ndarray:
@@ -649,31 +669,20 @@ def apply_hair_caches(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) ->
         try:
             positions = _cached_positions(path)
         except (OSError, ValueError) as error:
-            if path not in _reported_missing:
-                _reported_missing.add(path)
+            if path not in _reported_problems:
+                _reported_problems.add(path)
                 log.warning(
                     "Oriented Strands: %r cannot read its cache %s: %s", ob.name, path, error
                 )
             continue
-        points = ob.data.attributes["position"].data
-        frames = bake.frame_end - bake.frame_start + 1
-        if positions.shape != (frames, len(points), 3):
-            if path not in _reported_missing:
-                _reported_missing.add(path)
-                log.warning(
-                    "Oriented Strands: %r is a bake of %d points over frames %d-%d, but its "
-                    "cache %s holds %d frames × %d points (another bake wrote it): bake it "
-                    "again",
-                    ob.name,
-                    len(points),
-                    bake.frame_start,
-                    bake.frame_end,
-                    path,
-                    positions.shape[0],
-                    positions.shape[1],
-                )
+        problem = _mismatch(ob, positions)
+        if problem:
+            if path not in _reported_problems:
+                _reported_problems.add(path)
+                log.warning("Oriented Strands: %r: %s", ob.name, problem)
             continue
-        index = min(max(scene.frame_current - bake.frame_start, 0), frames - 1)
+        points = ob.data.attributes["position"].data
+        index = min(max(scene.frame_current - bake.frame_start, 0), len(positions) - 1)
         local = to_local(ob, np.asarray(positions[index], dtype=np.float64), depsgraph)
         points.foreach_set("vector", np.ascontiguousarray(local, dtype=np.float32).ravel())
         ob.data.update_tag()
@@ -682,4 +691,4 @@ def apply_hair_caches(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) ->
 def clear_open_caches() -> None:
     """Close every memory-mapped cache (a file was loaded, or the extension is disabled)."""
     _open_caches.clear()
-    _reported_missing.clear()
+    _reported_problems.clear()

@@ -232,11 +232,15 @@ def test_a_renamed_systems_old_cache_stays_while_another_bake_plays_it(
     assert old_cache.exists()
 
 
-def test_a_hair_cache_that_another_bake_rewrote_is_not_played(factory_scene, tree, caplog):
+def test_a_hair_cache_that_another_bake_rewrote_is_not_played(
+    factory_scene, tree, tmp_path, caplog
+):
     """A bake of frames 1-12 whose cache a bake of one frame overwrote (a headless bake of
     another range without --save) stays as it is, with a warning, rather than showing that one
-    frame at every frame."""
+    frame at every frame; it is not exported, and Gather refuses it."""
+    from oriented_strands import scene
     from oriented_strands.scene import bake_outputs
+    from oriented_strands.strands_io.errors import SceneInputError
 
     select_only(tree)
     assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
@@ -251,8 +255,20 @@ def test_a_hair_cache_that_another_bake_rewrote_is_not_played(factory_scene, tre
             np.testing.assert_array_equal(_hair_points(hair), shown)
     warnings = [r.getMessage() for r in caplog.records if "tree_baked_hair" in r.getMessage()]
     assert len(warnings) == 1
-    assert "over frames 1-12" in warnings[0]
-    assert "holds 1 frames ×" in warnings[0]
+    points = len(hair.data.points)
+    expected = (
+        f"cache //strands_cache/tree.npy holds 1 × {points} × 3 positions, not 12 frames × "
+        f"{points} points × 3 (another bake rewrote it): bake it again"
+    )
+    assert warnings[0].endswith(expected)
+    assert scene.cache_problem(hair) == expected
+    with pytest.raises(SceneInputError, match="'tree_baked_hair': its cache .* holds 1 ×"):
+        scene.export_alembic(
+            factory_scene, bpy.context.view_layer, [tree], "HAIR", str(tmp_path / "hair.abc")
+        )
+    assert not (tmp_path / "hair.abc").exists()
+    with pytest.raises(SceneInputError, match="another bake rewrote it"):
+        scene.gather_hair_caches()
 
 
 def _everything():

@@ -6,6 +6,7 @@ layout that checks every property, operator and enum it names.
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 bpy = pytest.importorskip("bpy")
@@ -199,8 +200,9 @@ def test_obstacles_show_their_shape_and_material():
 
 
 def test_the_bake_panel_shows_a_hair_cache_that_went_missing(factory_scene, tmp_path):
-    """A hair bake whose cache file is gone (the .blend moved without its strands_cache
-    folder) shows as missing in the Bake panel, naming the path it looks for."""
+    """A hair bake whose cache another bake rewrote, or whose cache file is gone (the .blend
+    moved without its strands_cache folder), shows so in the Bake panel, naming the path it
+    looks for."""
     from oriented_strands.panels import physics
 
     tree = saved_swinging_tree(factory_scene, tmp_path, 4)
@@ -208,6 +210,15 @@ def test_the_bake_panel_shows_a_hair_cache_that_went_missing(factory_scene, tmp_
     assert bpy.ops.oriented_strands.bake_hair() == {"FINISHED"}
     labels = [text for kind, text in _draw(physics.OBJECT_PT_oriented_strands_bake, bpy.context)]
     assert "tree_baked_hair: frames 1–4" in labels
-    (tmp_path / "strands_cache" / "tree.npy").unlink()
+    cache = tmp_path / "strands_cache" / "tree.npy"
+    frames = np.load(cache)
+    np.save(cache, frames[:1])
+    labels = [text for kind, text in _draw(physics.OBJECT_PT_oriented_strands_bake, bpy.context)]
+    assert "tree_baked_hair: frames 1–4" not in labels
+    assert any(
+        text.startswith("tree_baked_hair: cache //strands_cache/tree.npy holds 1 ×")
+        for text in labels
+    )
+    cache.unlink()
     labels = [text for kind, text in _draw(physics.OBJECT_PT_oriented_strands_bake, bpy.context)]
     assert "tree_baked_hair: cache //strands_cache/tree.npy is missing" in labels
