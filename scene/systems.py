@@ -20,7 +20,7 @@ from ..core import StrandError, available_backends
 from ..strands_io.cache import PreparedInput, StrandSystemRuntime
 from ..strands_io.errors import SceneInputError
 from . import children
-from .bake_outputs import HAIR, apply_hair_caches, baked_objects, is_baked
+from .bake_outputs import HAIR, apply_hair_caches, baked_objects, cache_problem, is_baked
 from .fields import read_scene_fields
 from .inputs import STRAND_OBJECT_TYPES, input_fingerprint, pin_matrix, reference_matrix
 from .obstacles import obstacle_fingerprint, obstacle_matrices
@@ -337,6 +337,10 @@ def status(ob: bpy.types.Object) -> tuple[str, str]:
     if props.preview_object is None:
         return "The preview object was deleted: Free Cache recreates it", "ERROR"
     if is_baked(ob):
+        for baked in baked_objects(ob, HAIR):
+            problem = cache_problem(baked)
+            if problem:
+                return f"Baked, but {baked.name} cannot play: its {problem}", "ERROR"
         return "Baked: the bake plays, the live preview is hidden (Free Bake shows it)", "INFO"
     if not props.enabled:
         return "Simulation off: the preview shows the rest shape", "INFO"

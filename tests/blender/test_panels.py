@@ -203,6 +203,7 @@ def test_the_bake_panel_shows_a_hair_cache_that_went_missing(factory_scene, tmp_
     """A hair bake whose cache another bake rewrote, or whose cache file is gone (the .blend
     moved without its strands_cache folder), shows so in the Bake panel, naming the path it
     looks for."""
+    from oriented_strands import scene
     from oriented_strands.panels import physics
 
     tree = saved_swinging_tree(factory_scene, tmp_path, 4)
@@ -218,6 +219,9 @@ def test_the_bake_panel_shows_a_hair_cache_that_went_missing(factory_scene, tmp_
     assert any(
         text.startswith("tree_baked_hair: cache //strands_cache/tree.npy holds 1 ×")
         for text in labels
+    )
+    assert scene.status(tree)[0].startswith(
+        "Baked, but tree_baked_hair cannot play: its cache //strands_cache/tree.npy holds 1 ×"
     )
     cache.unlink()
     labels = [text for kind, text in _draw(physics.OBJECT_PT_oriented_strands_bake, bpy.context)]
