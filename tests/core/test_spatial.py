@@ -74,3 +74,35 @@ def test_cross_agrees_with_numpy(backend):
     np.testing.assert_allclose(
         host(spatial.cross(xp, device(a), device(b))), np.cross(a.T, b.T).T, atol=1e-15
     )
+
+
+def test_small_batches_round_exactly_as_wide_ones():
+    """A level of a few trees forms its products at once (spatial.small_batch), a wide one row
+    by row: an item's result must not depend on the batch around it (a tree steps alone as it
+    does among others, bit for bit), so both forms must round alike."""
+    from oriented_strands.core.dynamics import inverse3
+
+    rng = np.random.default_rng(3)
+    wide = 3 * spatial.SMALL_BATCH
+    assert not spatial.small_batch(np, wide)
+    assert spatial.small_batch(np, 5)
+    for rows, inner, columns in ((6, 6, 3), (3, 6, 6), (3, 6, 3), (6, 3, 6)):
+        a = rng.standard_normal((rows, inner, wide))
+        b = rng.standard_normal((inner, columns, wide))
+        scratch = np.empty(rows * inner * columns * wide)
+        together = spatial.matmul(np, a, b, np.empty((rows, columns, wide)), scratch)
+        for part in (slice(0, 1), slice(7, 12), slice(100, 100 + spatial.SMALL_BATCH)):
+            alone = spatial.matmul(
+                np, a[..., part], b[..., part], np.empty_like(together[..., part]), scratch
+            )
+            np.testing.assert_array_equal(alone, together[..., part])
+    q, p = rng.standard_normal((2, 4, wide))
+    together = spatial.quat_multiply(np, q, p, out=np.empty((4, wide)))
+    matrices = rng.standard_normal((3, 3, wide))
+    inverses = inverse3(np, matrices)
+    for part in (slice(0, 1), slice(7, 12), slice(100, 100 + spatial.SMALL_BATCH)):
+        alone = spatial.quat_multiply(
+            np, q[:, part], p[:, part], out=np.empty((4, part.stop - part.start))
+        )
+        np.testing.assert_array_equal(alone, together[:, part])
+        np.testing.assert_array_equal(inverse3(np, matrices[..., part]), inverses[..., part])
