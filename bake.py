@@ -168,8 +168,9 @@ def run(arguments: argparse.Namespace, wrote: Callable[[str], None]) -> None:
             for ob in objects:
                 ob.oriented_strands.frame_start, ob.oriented_strands.frame_end = arguments.frames
     baked = scene.bake_systems(context.scene, context.view_layer, objects, targets)
+    saving = arguments.save or arguments.save_as
     for ob in baked:
-        wrote(f"object {ob.name}")
+        wrote(f"object {ob.name}" + ("" if saving else " (in this run only: no --save)"))
         if ob.oriented_strands_bake.cache_file:
             wrote(f"cache  {bpy.path.abspath(ob.oriented_strands_bake.cache_file)}")
     if arguments.alembic:
@@ -177,7 +178,7 @@ def run(arguments: argparse.Namespace, wrote: Callable[[str], None]) -> None:
             context.scene, context.view_layer, objects, targets[0], arguments.alembic
         )
         wrote(f"alembic {bpy.path.abspath(arguments.alembic)}")
-    if arguments.save or arguments.save_as:
+    if saving:
         files = bpy.context.preferences.filepaths
         versions = files.save_version
         if save_as:

@@ -51,6 +51,7 @@ def test_the_command_writes_the_same_files_as_the_operators(tree, tmp_path):
     assert list(scratch.iterdir()) == []
     assert "frame 8 (8/8)" in done.stdout
     assert f"wrote alembic {farm / 'hair.abc'}" in done.stdout
+    assert "wrote object tree_baked_hair\n" in done.stdout
 
     np.testing.assert_array_equal(
         np.load(farm / "strands_cache" / "tree.npy"),
@@ -96,6 +97,17 @@ def test_a_frame_range_may_start_below_zero(tree, tmp_path, capsys):
     bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "out.blend"))
     keys = bpy.data.objects["tree_shape_keys"].data.shape_keys.key_blocks
     assert [k.name for k in keys][1:] == ["frame_-002", "frame_-001", "frame_0000", "frame_0001"]
+
+
+def test_without_save_the_baked_objects_are_said_to_live_in_this_run_only(tree, tmp_path, capsys):
+    from oriented_strands import bake
+
+    blend = tmp_path / "tree.blend"
+    before = blend.read_bytes()
+    assert bake.main([str(blend), "--target", "shape_keys"]) == 0
+    out = capsys.readouterr().out
+    assert "wrote object tree_shape_keys (in this run only: no --save)" in out
+    assert blend.read_bytes() == before
 
 
 def test_a_save_as_path_starting_with_slashes_is_relative_to_the_blend(tree, tmp_path, capsys):
