@@ -109,6 +109,11 @@ def baked_objects(source: bpy.types.Object, target: str) -> list[bpy.types.Objec
     ]
 
 
+def _hair_bakes() -> list[bpy.types.Object]:
+    """Every baked hair object of the file."""
+    return [ob for ob in bpy.data.objects if getattr(ob, BAKE_PROPERTY_GROUP).target == HAIR]
+
+
 def is_baked(source: bpy.types.Object) -> bool:
     """Whether ``source`` has a bake to any target: its live preview is then hidden and does not
     simulate (:func:`show_preview`)."""
@@ -235,11 +240,7 @@ class Transaction:
         for partial, final in self._files:
             forget_cache(final)
             os.replace(partial, final)
-        playing = {
-            _cache_path(ob)
-            for ob in bpy.data.objects
-            if getattr(ob, BAKE_PROPERTY_GROUP).target == HAIR and ob.type == "CURVES"
-        }
+        playing = {_cache_path(ob) for ob in _hair_bakes()}
         for path in stale - playing - {os.path.normpath(final) for _, final in self._files}:
             forget_cache(path)
             if os.path.exists(path):
@@ -578,8 +579,8 @@ def gather_hair_caches() -> list[str]:
     nothing copied, where the file is not saved or a cache cannot play (:func:`cache_problem`)."""
     if not bpy.data.filepath:
         raise SceneInputError("save the .blend file first: its hair caches go next to it")
-    objects = [ob for ob in bpy.data.objects if getattr(ob, BAKE_PROPERTY_GROUP).target == HAIR]
-    problems = [f"{ob.name!r}: {cache_problem(ob)}" for ob in objects if cache_problem(ob)]
+    objects = _hair_bakes()
+    problems = [f"{ob.name!r}: {problem}" for ob in objects if (problem := cache_problem(ob))]
     if problems:
         raise SceneInputError("; ".join(problems))
     folder = os.path.join(os.path.dirname(bpy.data.filepath), CACHE_FOLDER)
@@ -612,28 +613,28 @@ def cache_problem(ob: bpy.types.Object) -> str:
     """Why a baked hair object's cache cannot play, or "" (also for any other object): it is
     not where its path points (the file moved without its ``strands_cache`` folder, say), or it
     does not hold the bake's frames and points (another bake rewrote it)."""
-    props = getattr(ob, BAKE_PROPERTY_GROUP)
-    if props.target != HAIR:
+    if getattr(ob, BAKE_PROPERTY_GROUP).target != HAIR:
         return ""
+    return _playable_cache(ob)[1]
+
+
+def _playable_cache(ob: bpy.types.Object) -> tuple[np.ndarray | None, str]:
+    """A baked hair object's cached positions, or None and why they cannot play
+    (:func:`cache_problem`)."""
+    props = getattr(ob, BAKE_PROPERTY_GROUP)
     path = _cache_path(ob)
     if not os.path.isfile(path):
-        return f"cache {props.cache_file} is missing"
+        return None, f"cache {props.cache_file} is missing"
     try:
         positions = _cached_positions(path)
     except (OSError, ValueError) as error:
-        return f"cache {props.cache_file} cannot be read ({error})"
-    return _mismatch(ob, positions)
-
-
-def _mismatch(ob: bpy.types.Object, positions: np.ndarray) -> str:
-    """How the cached ``positions`` of a baked hair object differ from its bake, or ""."""
-    props = getattr(ob, BAKE_PROPERTY_GROUP)
+        return None, f"cache {props.cache_file} cannot be read ({error})"
     frames = props.frame_end - props.frame_start + 1
     points = len(ob.data.points)
     if positions.shape == (frames, points, 3):
-        return ""
+        return positions, ""
     held = " × ".join(str(size) for size in positions.shape)
-    return (
+    return None, (
         f"cache {props.cache_file} holds {held} positions, not {frames} frames × {points} "
         "points × 3 (another bake rewrote it): bake it again"
     )
@@ -665,18 +666,9 @@ def apply_hair_caches(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) ->
         bake = getattr(ob, BAKE_PROPERTY_GROUP)
         if ob.type != "CURVES" or bake.target != HAIR:
             continue
-        path = _cache_path(ob)
-        try:
-            positions = _cached_positions(path)
-        except (OSError, ValueError) as error:
-            if path not in _reported_problems:
-                _reported_problems.add(path)
-                log.warning(
-                    "Oriented Strands: %r cannot read its cache %s: %s", ob.name, path, error
-                )
-            continue
-        problem = _mismatch(ob, positions)
+        positions, problem = _playable_cache(ob)
         if problem:
+            path = _cache_path(ob)
             if path not in _reported_problems:
                 _reported_problems.add(path)
                 log.warning("Oriented Strands: %r: %s", ob.name, problem)
